@@ -1,0 +1,160 @@
+"""Command-line interface: a thin layer over :mod:`matchopt.runner` and the registries.
+
+    matchopt run [--task T] [--method M] [--seeds 0,1,2,3] [--preset paper|quick]
+                 [--data-dir D] [--out DIR] [--set key=value ...] [--json]
+    matchopt tasks [--data-dir D]
+    matchopt methods
+
+Errors a user can cause print one line (``matchopt: error: ...``) and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from matchopt import __version__
+from matchopt.errors import MatchoptError
+from matchopt.evaluation import write_record
+from matchopt.methods import METHODS, get_method_entry
+from matchopt.methods.base import PRESETS, build_config, parse_set_options
+from matchopt.runner import run
+from matchopt.runtime import keep_freed_memory
+from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, load_task, resolve_data_dir
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line too."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise MatchoptError(message)
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise MatchoptError(f"--seeds {text!r}: expected integers separated by commas") from None
+    if not seeds:
+        raise MatchoptError("--seeds needs at least one seed")
+    return seeds
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="matchopt", description="Offline black-box optimization (MATCH-OPT).")
+    parser.add_argument("--version", action="version", version=f"matchopt {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p_run = sub.add_parser("run", help="run a method on a task for some seeds and score it")
+    p_run.add_argument("--task", default=DEFAULT_TASK, help=f"task name (default {DEFAULT_TASK})")
+    p_run.add_argument("--method", default="matchopt", help="method name (default matchopt)")
+    p_run.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    p_run.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
+    p_run.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
+    p_run.add_argument("--out", default="runs", help="folder for records (default ./runs)")
+    p_run.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config field, e.g. --set epochs=50 (repeatable)",
+    )
+    p_run.add_argument("--json", action="store_true", help="stdout: one JSON record per line")
+
+    p_tasks = sub.add_parser("tasks", help="list tasks and whether their data is present")
+    p_tasks.add_argument("--data-dir", default=None)
+    sub.add_parser("methods", help="list methods and their configuration")
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    seeds = parse_seeds(args.seeds)
+    overrides = parse_set_options(args.set)
+    entry = get_method_entry(args.method)
+    build_config(entry, args.preset, overrides)  # validate options before loading data
+    task = load_task(args.task, args.data_dir)
+    keep_freed_memory()
+    out = Path(args.out)
+    records = []
+    for seed in seeds:
+        print(f"[{task.name} / {args.method} / seed {seed} / {args.preset}]", file=sys.stderr)
+        start = time.perf_counter()
+        record, designs = run(
+            task, args.method, seed, args.preset, overrides, n_designs=128, progress=True
+        )
+        record.extra["wall_seconds"] = time.perf_counter() - start
+        path = write_record(out, record, designs)
+        records.append(record)
+        if args.json:
+            print(record.to_json(), flush=True)
+        else:
+            print(
+                f"  p100 {record.p100:.3f}  p50 {record.p50:.3f}  offline best "
+                f"{record.offline_best:.3f}  fit {record.fit_seconds:.1f}s  "
+                f"search {record.search_seconds:.1f}s  -> {path}",
+                file=sys.stderr,
+            )
+    if not args.json:
+        print(summary_table(records))
+    return 0
+
+
+def _mean_std(values: list[float]) -> str:
+    return f"{np.mean(values):.3f} +- {np.std(values):.3f}"
+
+
+def summary_table(records) -> str:
+    """Mean +- std (population std, as design-baselines) over seeds of p100, p50, wall time."""
+    first = records[0]
+    seeds = ",".join(str(r.seed) for r in records)
+    header = "| task | method | preset | seeds | p100 | p50 | offline best | seconds / seed |"
+    row = (
+        f"| {first.task} | {first.method} | {first.preset} | {seeds} "
+        f"| {_mean_std([r.p100 for r in records])} | {_mean_std([r.p50 for r in records])} "
+        f"| {first.offline_best:.3f} | {np.mean([r.wall_seconds for r in records]):.1f} |"
+    )
+    return "\n".join([header, "|---|---|---|---|---|---|---|---|", row])
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    data_dir = resolve_data_dir(args.data_dir)
+    print(f"data folder: {data_dir or f'(none: set --data-dir or {DATA_DIR_ENV})'}")
+    print(f"{'task':<16} {'design':<20} {'offline rows':>12}  {'data':<9} summary")
+    for name, cls in TASKS.items():
+        print(
+            f"{name:<16} {cls.space.describe():<20} {cls.offline_size:>12,}  "
+            f"{cls.data_status(data_dir):<9} {cls.summary}"
+        )
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    for name, entry in METHODS.items():
+        print(f"{name}: {entry.summary}")
+        paper = build_config(entry, "paper")
+        quick = entry.cls.presets.get("quick", {})
+        for f in dataclasses.fields(paper):
+            note = f"  (quick: {quick[f.name]})" if f.name in quick else ""
+            print(f"    {f.name} = {getattr(paper, f.name)!r}{note}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        handler = {"run": cmd_run, "tasks": cmd_tasks, "methods": cmd_methods}[args.command]
+        return handler(args)
+    except MatchoptError as err:
+        print(f"matchopt: error: {err}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `matchopt methods | head`
+        return 0
+    except KeyboardInterrupt:
+        print("matchopt: interrupted (finished seeds are saved)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

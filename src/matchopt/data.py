@@ -1,0 +1,109 @@
+"""Offline datasets: the only thing a method ever sees.
+
+A method is fitted on an :class:`OfflineData` (designs ``x``, scores ``y``, and the
+:class:`DesignSpace` they live in). It never sees a task or an oracle, so the same method runs on
+a registered benchmark task and on a user's own table. Scores are always maximized.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from matchopt.errors import MatchoptError
+
+
+@dataclass(frozen=True)
+class DesignSpace:
+    """What a design is.
+
+    Attributes:
+        kind: ``"continuous"`` (a vector of floats) or ``"discrete"`` (a sequence of tokens).
+        shape: shape of one design: ``(d,)`` floats or ``(length,)`` tokens.
+        vocab_size: number of token values for discrete designs (tokens are ``0..vocab_size-1``).
+    """
+
+    kind: str
+    shape: tuple[int, ...]
+    vocab_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("continuous", "discrete"):
+            raise MatchoptError(f"design kind must be 'continuous' or 'discrete', got {self.kind!r}")
+        if self.kind == "discrete" and (self.vocab_size is None or self.vocab_size < 2):
+            raise MatchoptError("a discrete design space needs vocab_size >= 2")
+
+    @classmethod
+    def continuous(cls, dim: int) -> DesignSpace:
+        return cls("continuous", (int(dim),))
+
+    @classmethod
+    def discrete(cls, length: int, vocab_size: int) -> DesignSpace:
+        return cls("discrete", (int(length),), int(vocab_size))
+
+    @property
+    def is_discrete(self) -> bool:
+        return self.kind == "discrete"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype designs of this space are returned in."""
+        return np.dtype(np.int64) if self.is_discrete else np.dtype(np.float32)
+
+    def describe(self) -> str:
+        if self.is_discrete:
+            return f"{self.shape[0]} tokens of {self.vocab_size}"
+        return f"{self.shape[0]} floats"
+
+    def validate(self, designs: np.ndarray, what: str = "designs") -> np.ndarray:
+        """Check that ``designs`` (n x shape) belong to this space; return them in its dtype."""
+        designs = np.asarray(designs)
+        if designs.ndim != 1 + len(self.shape) or designs.shape[1:] != self.shape:
+            raise MatchoptError(
+                f"{what} must have shape (n, {', '.join(map(str, self.shape))}), "
+                f"got {designs.shape}"
+            )
+        if self.is_discrete:
+            if not np.issubdtype(designs.dtype, np.integer):
+                raise MatchoptError(f"{what} must be integer tokens, got dtype {designs.dtype}")
+            bad = (designs < 0) | (designs >= self.vocab_size)
+            if bad.any():
+                row, col = np.argwhere(bad)[0]
+                raise MatchoptError(
+                    f"{what}: token {designs[row, col]} at row {row}, position {col} is outside "
+                    f"0..{self.vocab_size - 1}"
+                )
+        elif not np.isfinite(designs).all():
+            row = int(np.argwhere(~np.isfinite(designs))[0][0])
+            raise MatchoptError(f"{what}: row {row} has a NaN or infinite value")
+        return designs.astype(self.dtype, copy=False)
+
+
+@dataclass(frozen=True)
+class OfflineData:
+    """Designs measured once, offline: ``x`` (n x shape) and their scores ``y`` (n,).
+
+    Higher ``y`` is better everywhere in matchopt.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    space: DesignSpace
+
+    def __post_init__(self) -> None:
+        x = self.space.validate(self.x, "offline designs x")
+        y = np.asarray(self.y, dtype=np.float64).reshape(-1)
+        if len(y) != len(x):
+            raise MatchoptError(f"x has {len(x)} rows but y has {len(y)}")
+        if not np.isfinite(y).all():
+            raise MatchoptError(f"y row {int(np.argwhere(~np.isfinite(y))[0][0])} is NaN or inf")
+        object.__setattr__(self, "x", x)
+        object.__setattr__(self, "y", y)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def top_k(self, k: int) -> np.ndarray:
+        """Indices of the ``k`` highest-scoring rows, best first (ties broken by row order)."""
+        return np.argsort(-self.y, kind="stable")[:k]

@@ -1,0 +1,119 @@
+"""Maps between designs and the float vectors models are trained on.
+
+* Tokens <-> logits, as design-bench's ``to_logits`` / ``to_integers`` (soft interpolation 0.6):
+  ``p = 0.6 * onehot + 0.4 / K``, ``logits = log p[1:] - log p[0]`` (K-1 values per token, class 0
+  dropped). Back: prepend a zero column, argmax.
+* z-scoring with the offline statistics (population std; a zero std becomes 1).
+* :class:`DesignEncoder` chains both for any :class:`~matchopt.data.DesignSpace`, so that every
+  method trains and searches in the same normalized space and hands back designs in the task's
+  own format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from matchopt.data import DesignSpace
+
+SOFT_INTERPOLATION = 0.6
+
+
+def tokens_to_logits(
+    tokens: np.ndarray, vocab_size: int, soft_interpolation: float = SOFT_INTERPOLATION
+) -> np.ndarray:
+    """Tokens (n x L ints) -> logits (n x L x (K-1) floats), design-bench's ``to_logits``."""
+    tokens = np.asarray(tokens)
+    onehot = np.eye(vocab_size, dtype=np.float64)[tokens]
+    probs = soft_interpolation * onehot + (1.0 - soft_interpolation) / vocab_size
+    log_probs = np.log(probs)
+    return (log_probs[..., 1:] - log_probs[..., :1]).astype(np.float32)
+
+
+def logits_to_tokens(logits: np.ndarray) -> np.ndarray:
+    """Logits (n x L x (K-1)) -> tokens (n x L), argmax with the dropped class as a zero logit."""
+    logits = np.asarray(logits)
+    full = np.concatenate([np.zeros(logits.shape[:-1] + (1,), logits.dtype), logits], axis=-1)
+    return full.argmax(axis=-1).astype(np.int64)
+
+
+@dataclass
+class Standardizer:
+    """z-scoring along axis 0 with stored mean and population std (zero std -> 1)."""
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, values: np.ndarray) -> Standardizer:
+        values = np.asarray(values, dtype=np.float64)
+        std = values.std(axis=0)
+        std = np.where(std > 0, std, 1.0)
+        return cls(values.mean(axis=0), std)
+
+    def transform(self, values: np.ndarray) -> np.ndarray:
+        return (np.asarray(values, dtype=np.float64) - self.mean) / self.std
+
+    def inverse(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values, dtype=np.float64) * self.std + self.mean
+
+
+class DesignEncoder:
+    """Designs <-> normalized float features (and y <-> normalized y) for one offline dataset.
+
+    Discrete designs become flattened logits, then every feature and y are z-scored with the
+    offline statistics (protocol.md, "Normalization for training").
+
+    Args:
+        space: the design space of the data.
+        normalize_x: z-score the features (the default for every paper method).
+        normalize_y: z-score the scores.
+    """
+
+    def __init__(self, space: DesignSpace, normalize_x: bool = True, normalize_y: bool = True):
+        self.space = space
+        self.normalize_x = normalize_x
+        self.normalize_y = normalize_y
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> DesignEncoder:
+        raw = self._to_raw_features(x)
+        self.x_scaler_ = Standardizer.fit(raw) if self.normalize_x else None
+        self.y_scaler_ = Standardizer.fit(np.asarray(y).reshape(-1)) if self.normalize_y else None
+        return self
+
+    @property
+    def n_features(self) -> int:
+        if self.space.is_discrete:
+            return self.space.shape[0] * (self.space.vocab_size - 1)
+        return self.space.shape[0]
+
+    def _to_raw_features(self, x: np.ndarray) -> np.ndarray:
+        if self.space.is_discrete:
+            return tokens_to_logits(x, self.space.vocab_size).reshape(len(x), -1)
+        return np.asarray(x, dtype=np.float64).reshape(len(x), -1)
+
+    def encode_x(self, x: np.ndarray) -> np.ndarray:
+        """Designs (n x shape) -> features (n x n_features), float32."""
+        raw = self._to_raw_features(x)
+        out = self.x_scaler_.transform(raw) if self.x_scaler_ is not None else raw
+        return out.astype(np.float32)
+
+    def decode_x(self, features: np.ndarray) -> np.ndarray:
+        """Features (n x n_features) -> designs in the space's own format and dtype."""
+        features = np.asarray(features, dtype=np.float64)
+        raw = self.x_scaler_.inverse(features) if self.x_scaler_ is not None else features
+        if self.space.is_discrete:
+            length, k = self.space.shape[0], self.space.vocab_size
+            return logits_to_tokens(raw.reshape(len(raw), length, k - 1))
+        return raw.reshape((len(raw),) + self.space.shape).astype(np.float32)
+
+    def encode_y(self, y: np.ndarray) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        return (self.y_scaler_.transform(y) if self.y_scaler_ is not None else y).astype(
+            np.float32
+        )
+
+    def decode_y(self, y: np.ndarray) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        return self.y_scaler_.inverse(y) if self.y_scaler_ is not None else y

@@ -1,0 +1,149 @@
+"""The contract every optimization method follows, and its configuration plumbing.
+
+A method is built from a config dataclass (hyperparameters, paper defaults) and a seed; it is
+fitted on an :class:`~matchopt.data.OfflineData` only (never a task or an oracle) and then
+proposes ``n`` designs in the data's own format::
+
+    method = MatchOpt(MatchOptConfig(epochs=50), seed=0)
+    designs = method.fit(data).propose(128)
+
+Presets are named sets of config overrides: ``paper`` (the published configuration, the
+dataclass defaults) and ``quick`` (a tiny configuration for smoke tests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar, get_type_hints
+
+import numpy as np
+
+from matchopt.data import OfflineData
+from matchopt.errors import MatchoptError
+
+PRESETS = ("paper", "quick")
+
+
+class Method(ABC):
+    """Base class of all methods (scikit-learn style: fit returns self, learned state ends in _).
+
+    Args:
+        config: hyperparameters; ``None`` means the paper configuration.
+        seed: seed of every random choice the method makes (same seed, same designs).
+        progress: show progress bars on stderr.
+    """
+
+    #: The dataclass holding this method's hyperparameters (defaults = paper preset).
+    config_class: ClassVar[type]
+    #: Preset name -> overrides of the config defaults.
+    presets: ClassVar[dict[str, dict[str, Any]]]
+
+    def __init__(self, config: Any = None, seed: int = 0, progress: bool = False):
+        self.config = config
+        self.seed = seed
+        self.progress = progress
+
+    @property
+    def config_(self) -> Any:
+        """The config in use (the paper defaults when none was given)."""
+        return self.config if self.config is not None else self.config_class()
+
+    @abstractmethod
+    def fit(self, data: OfflineData) -> Method:
+        """Learn from the offline data; returns self."""
+
+    @abstractmethod
+    def propose(self, n: int = 128) -> np.ndarray:
+        """Return ``n`` designs (n x shape) in the data's own format (tokens or floats)."""
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "data_"):
+            raise MatchoptError(f"{type(self).__name__} must be fitted before propose()")
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodEntry:
+    """A registered method: its class, config fields it fixes, and a one-line summary."""
+
+    cls: type[Method]
+    summary: str
+    fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def config_choices(config_class: type) -> dict[str, tuple]:
+    """Field name -> allowed values, for fields declared with ``metadata={"choices": ...}``."""
+    return {
+        f.name: f.metadata["choices"]
+        for f in dataclasses.fields(config_class)
+        if "choices" in f.metadata
+    }
+
+
+def _convert(value: Any, hint: Any, key: str) -> Any:
+    """Convert a ``--set`` string to the type of config field ``key``."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    hint_text = str(hint)
+    try:
+        if text.lower() == "none" and "None" in hint_text:
+            return None
+        if hint is bool or hint_text.startswith("bool"):
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if "tuple" in hint_text:
+            return tuple(int(v) for v in text.split(",") if v.strip())
+        if hint is int or hint_text.startswith("int"):
+            return int(text)
+        if hint is float or hint_text.startswith("float"):
+            return float(text)
+    except ValueError:
+        raise MatchoptError(f"--set {key}={value}: cannot read {value!r} as {hint_text}") from None
+    return text
+
+
+def build_config(entry: MethodEntry, preset: str = "paper", overrides: Mapping[str, Any] = ()):
+    """The config of a registered method for a preset, with user overrides applied.
+
+    Raises:
+        MatchoptError: unknown preset, unknown key, a value of the wrong type or not among the
+            field's choices, or a key the method entry fixes.
+    """
+    cls = entry.cls
+    if preset not in cls.presets:
+        raise MatchoptError(f"unknown preset {preset!r}; choose one of {', '.join(cls.presets)}")
+    fields = {f.name for f in dataclasses.fields(cls.config_class)}
+    hints = get_type_hints(cls.config_class)
+    choices = config_choices(cls.config_class)
+    values = dict(cls.presets[preset])
+    values.update(entry.fixed)
+    for key, raw in dict(overrides).items():
+        if key not in fields:
+            raise MatchoptError(
+                f"unknown --set key {key!r} for {cls.__name__}; valid keys: {', '.join(sorted(fields))}"
+            )
+        if key in entry.fixed:
+            raise MatchoptError(f"--set {key}: this method fixes {key}={entry.fixed[key]!r}")
+        value = _convert(raw, hints[key], key)
+        if key in choices and value not in choices[key]:
+            raise MatchoptError(
+                f"--set {key}={raw}: choose one of {', '.join(map(str, choices[key]))}"
+            )
+        values[key] = value
+    return cls.config_class(**values)
+
+
+def parse_set_options(items: list[str] | None) -> dict[str, str]:
+    """``["epochs=10", "lr=1e-3"]`` -> ``{"epochs": "10", "lr": "1e-3"}`` with clear errors."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise MatchoptError(f"malformed --set {item!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out

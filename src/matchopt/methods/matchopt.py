@@ -1,0 +1,380 @@
+"""MATCH-OPT: surrogates trained to match the gradient field of the data.
+
+Hoang, Fadhel, Deshwal, Doppa, Hoang. "Learning Surrogates for Offline Black-Box Optimization via
+Gradient Matching", ICML 2024.
+
+Read top to bottom:
+
+1. **Trajectories** (Sec. 4, practical considerations): sort the offline data by y, cut it into
+   128 rank buckets; each epoch draws ``n // 128`` trajectories with one point per bucket, so
+   every trajectory climbs in y. One trajectory is one optimizer step.
+2. **Loss** (eq. 13 + eq. 14): for consecutive points (x, x') of a trajectory, the line integral
+   ``dz = dx^T int_0^1 grad g(x + t dx) dt`` is matched by the surrogate, with the integral
+   approximated by a quadrature rule (trapezoid with kappa = 5 intervals in the paper), plus
+   ``alpha`` times the mean squared error of the surrogate values (the value regularizer).
+3. **Search**: 150 Adam steps on the inputs from the 128 best offline designs.
+
+Speed. The public script obtains per-example input gradients from a full batch Jacobian, which
+costs O(batch^2) backward passes. Rows do not interact, so all input gradients of a step come
+from one reverse pass. :func:`gradient_matching_loss` is that readable autograd form (one
+``autograd.grad`` of the summed outputs, then ``backward``). :func:`fused_loss_and_gradients`
+gives the same loss and parameter gradients in closed form for the LeakyReLU MLP of the paper:
+the activation's derivative is a constant mask, so the input gradient is a product of weights
+and masks, and its gradient with respect to the weights needs no second-order autograd graph.
+It also shares the trajectory points between neighbouring pairs, uses that the first layer is
+linear along a segment, and back-propagates the value term through the 128 trajectory rows only.
+Tests check both forms agree.
+
+Deviations from the public script (listed in the README):
+* quadrature: trapezoid (paper eq. 13) by default; ``left-riemann`` reproduces the script.
+* starts: top-128 offline designs (paper) by default; the script starts TF-Bind-8 searches from
+  N(0, I) in the normalized space (``init="gaussian"``).
+* the script searches every 20 epochs and reports all; we search once after the last epoch
+  (choosing an epoch by oracle score would leak the oracle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from matchopt.data import OfflineData
+from matchopt.encodings import DesignEncoder
+from matchopt.errors import MatchoptError
+from matchopt.methods.base import Method
+from matchopt.models.mlp import MLP
+from matchopt.search import START_CHOICES, gradient_ascent, starting_points
+
+
+@dataclass(frozen=True)
+class MatchOptConfig:
+    """MATCH-OPT hyperparameters; defaults are the paper's (Appendix C)."""
+
+    hidden: tuple[int, ...] = (512, 128, 32)
+    """Hidden layer widths of the MLP surrogate."""
+    negative_slope: float = 0.3
+    """LeakyReLU slope (the public script's 0.3)."""
+    trajectory_length: int = 128
+    """Number of rank buckets = points per trajectory = the script's batch size."""
+    epochs: int = 200
+    """Training epochs; each draws n // trajectory_length trajectories."""
+    lr: float = 1e-4
+    """Adam learning rate of the surrogate."""
+    quadrature: str = field(
+        default="trapezoid", metadata={"choices": ("trapezoid", "left-riemann", "exact")}
+    )
+    """Line-integral rule: trapezoid (eq. 13), left-riemann (public script), exact (g(x')-g(x))."""
+    kappa: int = 5
+    """Number of quadrature intervals on each segment."""
+    alpha: float = 1.0
+    """Weight of the value regularizer (eq. 14); 0 is the paper's no-regularizer ablation."""
+    search_steps: int = 150
+    """Adam steps on the designs."""
+    search_lr: float | None = None
+    """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
+    init: str = field(default="topk", metadata={"choices": START_CHOICES})
+    """Search starts: topk (paper), random offline designs, or gaussian N(0, I) (script, TF-Bind)."""
+    backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
+    """How the loss gradient is computed: closed form (fused) or autograd; both are exact."""
+
+
+QUICK = {"hidden": (64, 32, 16), "epochs": 4, "search_steps": 20, "trajectory_length": 32}
+
+
+# --- 1. Monotonic trajectories -----------------------------------------------------------------
+
+
+def rank_buckets(y: np.ndarray, n_buckets: int) -> list[np.ndarray]:
+    """Row indices cut into ``n_buckets`` equal rank buckets, lowest y first.
+
+    Every bucket holds ``len(y) // n_buckets`` rows; the last one also takes the remainder.
+    """
+    if len(y) < n_buckets:
+        raise MatchoptError(
+            f"MATCH-OPT needs at least trajectory_length={n_buckets} rows, got {len(y)}; "
+            "lower trajectory_length"
+        )
+    order = np.argsort(y, kind="stable")
+    size = len(y) // n_buckets
+    return [order[i * size : (i + 1) * size] for i in range(n_buckets - 1)] + [
+        order[(n_buckets - 1) * size :]
+    ]
+
+
+def sample_trajectories(buckets: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    """One epoch of trajectories: (n_trajectories x n_buckets) row indices, y increasing.
+
+    Each bucket is permuted and its first ``size`` rows are used (size = smallest bucket), so
+    trajectory i takes the i-th draw of every bucket.
+    """
+    size = min(len(b) for b in buckets)
+    return np.stack([rng.permutation(b)[:size] for b in buckets], axis=1)
+
+
+# --- 2. Gradient-matching loss -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuadratureRule:
+    """Weights of ``int_0^1 f(t) dt ~ w0 f(0) + w1 f(1) + sum_j c_j f(t_j)`` (0 < t_j < 1)."""
+
+    start_weight: float
+    end_weight: float
+    interior_t: tuple[float, ...]
+    interior_weights: tuple[float, ...]
+
+
+def quadrature_rule(name: str, kappa: int) -> QuadratureRule | None:
+    """The rule for ``name`` with ``kappa`` intervals; ``None`` for the exact integral.
+
+    trapezoid (paper eq. 13): ``1/(2 kappa) sum_u [f((u-1)/kappa) + f(u/kappa)]``.
+    left-riemann (public script): ``1/kappa sum_{u=0}^{kappa-1} f(u/kappa)``.
+    """
+    if kappa < 1:
+        raise MatchoptError(f"kappa must be >= 1, got {kappa}")
+    interior_t = tuple(j / kappa for j in range(1, kappa))
+    interior_w = tuple(1.0 / kappa for _ in interior_t)
+    if name == "trapezoid":
+        return QuadratureRule(0.5 / kappa, 0.5 / kappa, interior_t, interior_w)
+    if name == "left-riemann":
+        return QuadratureRule(1.0 / kappa, 0.0, interior_t, interior_w)
+    if name == "exact":
+        return None
+    raise MatchoptError(f"unknown quadrature {name!r}")
+
+
+def line_integral_estimates(
+    model: torch.nn.Module, x: torch.Tensor, rule: QuadratureRule | None
+) -> torch.Tensor:
+    """Estimates of ``dx^T int_0^1 grad g_phi(x_i + t dx) dt`` for consecutive rows of ``x``.
+
+    Args:
+        model: the surrogate g_phi (n x d -> n).
+        x: a trajectory (T x d).
+        rule: quadrature rule, or ``None`` for the exact value ``g_phi(x_{i+1}) - g_phi(x_i)``.
+
+    Returns:
+        (T-1,) estimates, differentiable with respect to the model parameters.
+    """
+    if rule is None:
+        values = model(x)
+        return values[1:] - values[:-1]
+    dx = x[1:] - x[:-1]
+    t = torch.tensor((0.0, *rule.interior_t, 1.0), dtype=x.dtype)
+    w = torch.tensor((rule.start_weight, *rule.interior_weights, rule.end_weight), dtype=x.dtype)
+    nodes = (x[:-1, None, :] + t[None, :, None] * dx[:, None, :]).detach().requires_grad_(True)
+    values = model(nodes.reshape(-1, x.shape[1]))
+    # Rows are independent, so one backward of the sum gives every node's input gradient.
+    (grads,) = torch.autograd.grad(values.sum(), nodes, create_graph=True)
+    return ((grads * dx[:, None, :]).sum(-1) * w).sum(-1)
+
+
+def gradient_matching_loss(
+    model: torch.nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    rule: QuadratureRule | None,
+    alpha: float,
+) -> torch.Tensor:
+    """Paper eq. 14 on one trajectory: mean over pairs of ``(dz - estimate)^2``
+    + ``alpha * mean((g_phi(x) - y)^2)``.
+
+    Args:
+        model: the surrogate.
+        x: trajectory points (T x d), y increasing.
+        y: their normalized scores (T,).
+        rule: quadrature rule (``None`` = exact).
+        alpha: weight of the value regularizer.
+    """
+    matching = (line_integral_estimates(model, x, rule) - (y[1:] - y[:-1])).pow(2).mean()
+    if alpha == 0:
+        return matching
+    return matching + alpha * (model(x) - y).pow(2).mean()
+
+
+def _leaky_relu_derivative(a: torch.Tensor, slope: float) -> torch.Tensor:
+    """1 where a > 0, else ``slope`` (autograd's convention at 0).
+
+    Uses the kernel autograd itself uses: on CPU it is several times faster than ``a > 0``
+    followed by a conversion or ``torch.where``.
+    """
+    return torch.ops.aten.leaky_relu_backward(torch.ones((), dtype=a.dtype).expand_as(a), a, slope, False)
+
+
+@torch.no_grad()
+def fused_loss_and_gradients(
+    model: MLP, x: torch.Tensor, y: torch.Tensor, rule: QuadratureRule, alpha: float
+) -> float:
+    """Same loss as :func:`gradient_matching_loss` for an :class:`MLP`, gradients in closed form.
+
+    Writes the parameter gradients into ``p.grad`` and returns the loss value.
+
+    Notation: hidden layers l = 1..L with pre-activations a_l, activations h_l = m_l * a_l where
+    m_l is the LeakyReLU derivative mask (constant almost everywhere), output w_o h_L + b_o.
+    The gradient of the output with respect to a_1 is
+    ``g_1 = (((w_o * m_L) W_L) * m_{L-1} ... W_2) * m_1`` and the directional derivative along
+    a segment dx is ``g_1 . (W_1 dx)``. Along a segment, a_1 is linear in t, so interior nodes
+    need no first-layer product; neighbouring pairs share their trajectory point.
+    """
+    layers, head, slope = list(model.hidden), model.output, model.negative_slope
+    n_points, n_pairs, n_inner = x.shape[0], x.shape[0] - 1, len(rule.interior_t)
+    dx = x[1:] - x[:-1]
+    inner_t = torch.tensor(rule.interior_t, dtype=x.dtype)
+    inner_w = torch.tensor(rule.interior_weights, dtype=x.dtype)
+
+    # Forward: trajectory rows first, then the interior quadrature nodes of every pair.
+    first = layers[0]
+    a_points = torch.addmm(first.bias, x, first.weight.T)
+    u = dx @ first.weight.T  # first-layer image of each segment, (P x H1)
+    a_inner = a_points[:-1, None, :] + inner_t[None, :, None] * u[:, None, :]
+    a = torch.cat([a_points, a_inner.reshape(n_pairs * n_inner, -1)])
+    acts, masks = [], []
+    for index, layer in enumerate(layers):
+        if index > 0:
+            a = torch.addmm(layer.bias, acts[-1], layer.weight.T)
+        mask = _leaky_relu_derivative(a, slope)
+        masks.append(mask)
+        acts.append(a * mask)
+    values = (acts[-1][:n_points] @ head.weight[0]) + head.bias
+
+    # Input gradients with respect to a_1 for every row (g[l] is the gradient w.r.t. a_{l+1}).
+    g = [head.weight * masks[-1]]
+    for index in range(len(layers) - 1, 0, -1):
+        g.insert(0, (g[0] @ layers[index].weight) * masks[index - 1])
+    g1 = g[0]
+    g1_inner = g1[n_points:].view(n_pairs, n_inner, -1)
+    integral = (
+        rule.start_weight * g1[:n_pairs]
+        + rule.end_weight * g1[1:n_points]
+        + torch.einsum("pkh,k->ph", g1_inner, inner_w)
+    )
+    estimates = (integral * u).sum(-1)
+    residual = estimates - (y[1:] - y[:-1])
+    value_residual = values - y
+    loss = residual.pow(2).mean() + alpha * value_residual.pow(2).mean()
+
+    # Backward of the matching term (masks are constant: only the weights in g and u matter).
+    d_est = 2.0 * residual / n_pairs
+    d_integral = d_est[:, None] * u
+    d_g = torch.zeros_like(g1)
+    d_g[:n_pairs] += rule.start_weight * d_integral
+    d_g[1:n_points] += rule.end_weight * d_integral
+    d_g[n_points:] = (d_integral[:, None, :] * inner_w[None, :, None]).reshape(-1, g1.shape[1])
+    grads = {p: torch.zeros_like(p) for p in model.parameters()}
+    grads[first.weight] += (d_est[:, None] * integral).T @ dx
+    for index in range(len(layers) - 1):
+        q = d_g * masks[index]  # gradient w.r.t. g[index + 1] @ W_{index + 2}
+        grads[layers[index + 1].weight] += g[index + 1].T @ q
+        d_g = q @ layers[index + 1].weight.T
+    grads[head.weight] += (d_g * masks[-1]).sum(0, keepdim=True)
+
+    # Backward of the value term: an ordinary MLP backward pass on the trajectory rows.
+    if alpha != 0:
+        d_values = 2.0 * alpha * value_residual / n_points
+        grads[head.weight] += d_values[None, :] @ acts[-1][:n_points]
+        grads[head.bias] += d_values.sum()
+        d_a = d_values[:, None] * head.weight * masks[-1][:n_points]
+        for index in range(len(layers) - 1, -1, -1):
+            inputs = acts[index - 1][:n_points] if index > 0 else x
+            grads[layers[index].weight] += d_a.T @ inputs
+            grads[layers[index].bias] += d_a.sum(0)
+            if index > 0:
+                d_a = (d_a @ layers[index].weight) * masks[index - 1][:n_points]
+    for p, grad in grads.items():
+        p.grad = grad
+    return float(loss)
+
+
+# --- 3. The method -----------------------------------------------------------------------------
+
+
+class MatchOpt(Method):
+    """MATCH-OPT (Hoang et al., ICML 2024): gradient-matching surrogate + gradient ascent.
+
+    Args:
+        config: :class:`MatchOptConfig` (paper defaults when ``None``).
+        seed: seeds the surrogate's initialization, the trajectories and random starts.
+        progress: show a training progress bar on stderr.
+
+    Attributes:
+        model_: the trained :class:`MLP` (on normalized features and scores).
+        encoder_: maps designs to normalized features and back.
+        losses_: mean training loss of every epoch.
+    """
+
+    config_class = MatchOptConfig
+    presets = {"paper": {}, "quick": QUICK}
+
+    def fit(self, data: OfflineData) -> MatchOpt:
+        config = self.config_
+        rule = quadrature_rule(config.quadrature, config.kappa)
+        self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
+        features = torch.from_numpy(self.encoder_.encode_x(data.x))
+        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
+        buckets = rank_buckets(data.y, config.trajectory_length)
+        rng = np.random.default_rng(self.seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            model = MLP(features.shape[1], config.hidden, config.negative_slope)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
+        fused = config.backend == "fused" and rule is not None
+
+        self.losses_: list[float] = []
+        bar = tqdm(
+            range(config.epochs), desc="MATCH-OPT training", unit="epoch",
+            disable=not self.progress, leave=False,
+        )
+        for _ in bar:
+            epoch_loss = 0.0
+            trajectories = torch.from_numpy(sample_trajectories(buckets, rng))
+            for x, y in zip(features[trajectories], scores[trajectories]):
+                if fused:
+                    epoch_loss += fused_loss_and_gradients(model, x, y, rule, config.alpha)
+                else:
+                    optimizer.zero_grad()
+                    loss = gradient_matching_loss(model, x, y, rule, config.alpha)
+                    loss.backward()
+                    epoch_loss += loss.item()
+                optimizer.step()
+            self.losses_.append(epoch_loss / len(trajectories))
+            bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
+        bar.close()
+        model.eval()
+        self.model_ = model
+        self.data_ = data
+        return self
+
+    def _search_lr(self) -> float:
+        config = self.config_
+        if config.search_lr is not None:
+            return config.search_lr
+        return 0.01 if self.data_.space.is_discrete else 0.001
+
+    def propose(self, n: int = 128) -> np.ndarray:
+        """``n`` designs: gradient ascent on the surrogate from ``config.init`` starts."""
+        self._check_fitted()
+        config = self.config_
+        features = self.encoder_.encode_x(self.data_.x)
+        rng = np.random.default_rng([self.seed, 1])
+        starts = starting_points(features, self.data_.y, n, config.init, rng)
+        for p in self.model_.parameters():
+            p.requires_grad_(False)
+        try:
+            final = gradient_ascent(
+                self.model_, torch.from_numpy(starts), config.search_steps, self._search_lr()
+            )
+        finally:
+            for p in self.model_.parameters():
+                p.requires_grad_(True)
+        return self.encoder_.decode_x(final.numpy())
+
+    def predict(self, designs: np.ndarray) -> np.ndarray:
+        """Surrogate predictions (n,) of designs, in the units of the offline y."""
+        self._check_fitted()
+        designs = self.data_.space.validate(designs)
+        with torch.no_grad():
+            out = self.model_(torch.from_numpy(self.encoder_.encode_x(designs)))
+        return self.encoder_.decode_y(out.numpy())

@@ -1,0 +1,38 @@
+"""Multi-layer perceptron surrogates with piecewise-linear activations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    """Scalar-output MLP ``d -> hidden[0] -> ... -> hidden[-1] -> 1`` with LeakyReLU.
+
+    The activation is piecewise linear (ReLU when ``negative_slope`` is 0), so its derivative is
+    a constant mask per unit; :mod:`matchopt.methods.matchopt` uses that to compute input
+    gradients of many points in closed form.
+
+    Args:
+        in_features: input dimension d.
+        hidden: widths of the hidden layers.
+        negative_slope: LeakyReLU slope for negative inputs.
+    """
+
+    def __init__(
+        self, in_features: int, hidden: Sequence[int] = (512, 128, 32), negative_slope: float = 0.3
+    ):
+        super().__init__()
+        widths = [in_features, *hidden]
+        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
+        self.output = nn.Linear(widths[-1], 1)
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Predicted scores (n,) of features ``x`` (n x d)."""
+        h = x
+        for layer in self.hidden:
+            h = nn.functional.leaky_relu(layer(h), self.negative_slope)
+        return self.output(h).squeeze(-1)

@@ -1,0 +1,110 @@
+"""Tasks: an offline dataset plus an exact oracle. Every task maximizes its score.
+
+A task keeps the data a method may see (:attr:`Task.offline`) apart from the oracle
+(:meth:`Task.score`), which is only called on designs a method has already returned.
+Normalized scores use the min and max of the task's FULL dataset (protocol.md).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from matchopt.data import DesignSpace, OfflineData
+from matchopt.errors import MatchoptError
+
+DATA_DIR_ENV = "MATCHOPT_DATA_DIR"
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path | None:
+    """``data_dir`` if given, else ``$MATCHOPT_DATA_DIR``, else ``None``."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser()
+    env = os.environ.get(DATA_DIR_ENV)
+    return Path(env).expanduser() if env else None
+
+
+class Task(ABC):
+    """Base class of tasks.
+
+    Subclasses set the class attributes and implement :meth:`_load` (returning the full x and
+    y, and the offline x and y) and :meth:`_score`.
+
+    Args:
+        data_dir: folder with design-bench files (tasks that need files); defaults to
+            ``$MATCHOPT_DATA_DIR``.
+
+    Attributes:
+        offline: the offline dataset methods are fitted on.
+        y_min, y_max: min and max of y over the full dataset, for normalized scores.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    space: ClassVar[DesignSpace]
+    #: Rows in the offline set (documented size; checked by the tests).
+    offline_size: ClassVar[int]
+    #: True for tasks built in memory that need no files.
+    embedded: ClassVar[bool] = False
+
+    def __init__(self, data_dir: str | os.PathLike | None = None):
+        self.data_dir = resolve_data_dir(data_dir)
+        if not self.embedded:
+            missing = self.missing_files(self.data_dir)
+            if missing:
+                raise MatchoptError(self.missing_message(self.data_dir, missing))
+        x_offline, y_offline, y_full = self._load()
+        self.offline = OfflineData(x_offline, y_offline, self.space)
+        self.y_min = float(np.min(y_full))
+        self.y_max = float(np.max(y_full))
+
+    @classmethod
+    def required_files(cls, data_dir: Path | None) -> list[Path]:
+        """Files the task reads (relative to ``data_dir`` when it is ``None``)."""
+        return []
+
+    @classmethod
+    def missing_files(cls, data_dir: Path | None) -> list[Path]:
+        if cls.embedded:
+            return []
+        if data_dir is None:
+            return cls.required_files(None)
+        return [p for p in cls.required_files(data_dir) if not p.is_file()]
+
+    @classmethod
+    def data_status(cls, data_dir: str | os.PathLike | None = None) -> str:
+        """``"embedded"``, ``"present"`` or ``"missing"``."""
+        if cls.embedded:
+            return "embedded"
+        return "missing" if cls.missing_files(resolve_data_dir(data_dir)) else "present"
+
+    @classmethod
+    def missing_message(cls, data_dir: Path | None, missing: list[Path]) -> str:
+        names = ", ".join(str(p) for p in missing)
+        if data_dir is None:
+            return (
+                f"task {cls.name!r} needs design-bench data files ({names}) but no data folder "
+                f"is set: pass --data-dir DIR or set {DATA_DIR_ENV}=DIR"
+            )
+        return f"task {cls.name!r}: data files not found in {data_dir}: expected {names}"
+
+    @abstractmethod
+    def _load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return (offline x, offline y, full y)."""
+
+    @abstractmethod
+    def _score(self, designs: np.ndarray) -> np.ndarray:
+        """Oracle values (n,) of validated designs."""
+
+    def score(self, designs: np.ndarray) -> np.ndarray:
+        """Exact oracle values (n,) of designs (n x shape) in the task's format."""
+        designs = self.space.validate(designs)
+        return np.asarray(self._score(designs), dtype=np.float64).reshape(-1)
+
+    def normalize(self, y: np.ndarray) -> np.ndarray:
+        """Normalized scores ``(y - y_min) / (y_max - y_min)`` with the full-data min and max."""
+        return (np.asarray(y, dtype=np.float64) - self.y_min) / (self.y_max - self.y_min)
