@@ -28,6 +28,18 @@ from matchopt.runner import run  # noqa: E402
 from matchopt.tasks import TASKS, Task, load_task  # noqa: E402
 
 __all__ = [
-    "METHODS", "TASKS", "DesignSpace", "MatchOpt", "MatchOptConfig", "MatchoptError", "Method",
-    "OfflineData", "RunRecord", "Task", "__version__", "load_task", "make_method", "run",
+    "METHODS",
+    "TASKS",
+    "DesignSpace",
+    "MatchOpt",
+    "MatchOptConfig",
+    "MatchoptError",
+    "Method",
+    "OfflineData",
+    "RunRecord",
+    "Task",
+    "__version__",
+    "load_task",
+    "make_method",
+    "run",
 ]

@@ -58,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
     p_run.add_argument("--out", default="runs", help="folder for records (default ./runs)")
     p_run.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override a config field, e.g. --set epochs=50 (repeatable)",
     )
     p_run.add_argument("--json", action="store_true", help="stdout: one JSON record per line")

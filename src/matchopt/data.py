@@ -30,7 +30,7 @@ class DesignSpace:
 
     def __post_init__(self) -> None:
         if self.kind not in ("continuous", "discrete"):
-            raise MatchoptError(f"design kind must be 'continuous' or 'discrete', got {self.kind!r}")
+            raise MatchoptError(f"design kind must be continuous or discrete, got {self.kind!r}")
         if self.kind == "discrete" and (self.vocab_size is None or self.vocab_size < 2):
             raise MatchoptError("a discrete design space needs vocab_size >= 2")
 

@@ -110,9 +110,7 @@ class DesignEncoder:
 
     def encode_y(self, y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64).reshape(-1)
-        return (self.y_scaler_.transform(y) if self.y_scaler_ is not None else y).astype(
-            np.float32
-        )
+        return (self.y_scaler_.transform(y) if self.y_scaler_ is not None else y).astype(np.float32)
 
     def decode_y(self, y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64).reshape(-1)

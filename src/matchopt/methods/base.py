@@ -125,7 +125,8 @@ def build_config(entry: MethodEntry, preset: str = "paper", overrides: Mapping[s
     for key, raw in dict(overrides).items():
         if key not in fields:
             raise MatchoptError(
-                f"unknown --set key {key!r} for {cls.__name__}; valid keys: {', '.join(sorted(fields))}"
+                f"unknown --set key {key!r} for {cls.__name__}; "
+                f"valid keys: {', '.join(sorted(fields))}"
             )
         if key in entry.fixed:
             raise MatchoptError(f"--set {key}: this method fixes {key}={entry.fixed[key]!r}")

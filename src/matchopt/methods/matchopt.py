@@ -76,7 +76,7 @@ class MatchOptConfig:
     search_lr: float | None = None
     """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
     init: str = field(default="topk", metadata={"choices": START_CHOICES})
-    """Search starts: topk (paper), random offline designs, or gaussian N(0, I) (script, TF-Bind)."""
+    """Search starts: topk (paper), random offline rows, or gaussian N(0, I) (script, TF-Bind)."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
     """How the loss gradient is computed: closed form (fused) or autograd; both are exact."""
 
@@ -201,7 +201,8 @@ def _leaky_relu_derivative(a: torch.Tensor, slope: float) -> torch.Tensor:
     Uses the kernel autograd itself uses: on CPU it is several times faster than ``a > 0``
     followed by a conversion or ``torch.where``.
     """
-    return torch.ops.aten.leaky_relu_backward(torch.ones((), dtype=a.dtype).expand_as(a), a, slope, False)
+    ones = torch.ones((), dtype=a.dtype).expand_as(a)
+    return torch.ops.aten.leaky_relu_backward(ones, a, slope, False)
 
 
 @torch.no_grad()
@@ -324,8 +325,11 @@ class MatchOpt(Method):
 
         self.losses_: list[float] = []
         bar = tqdm(
-            range(config.epochs), desc="MATCH-OPT training", unit="epoch",
-            disable=not self.progress, leave=False,
+            range(config.epochs),
+            desc="MATCH-OPT training",
+            unit="epoch",
+            disable=not self.progress,
+            leave=False,
         )
         for _ in bar:
             epoch_loss = 0.0

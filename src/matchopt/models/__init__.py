@@ -1,5 +1,18 @@
 """Surrogate models: networks that map normalized features (n x d) to predicted scores (n,)."""
 
-from matchopt.models.mlp import MLP
+from matchopt.models.gaussian import (
+    GaussianEnsemble,
+    GaussianMLP,
+    bootstrap_weights,
+    fit_gaussian,
+)
+from matchopt.models.mlp import MLP, mlp_layers
 
-__all__ = ["MLP"]
+__all__ = [
+    "MLP",
+    "GaussianEnsemble",
+    "GaussianMLP",
+    "bootstrap_weights",
+    "fit_gaussian",
+    "mlp_layers",
+]

@@ -7,6 +7,32 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+ACTIVATIONS = {
+    "leaky_relu": lambda: nn.LeakyReLU(0.2),
+    "relu": nn.ReLU,
+    "softplus": nn.Softplus,
+    "swish": nn.SiLU,
+    "tanh": nn.Tanh,
+}
+
+
+def mlp_layers(
+    in_features: int, hidden: Sequence[int], out_features: int, activation: str = "relu"
+) -> nn.Sequential:
+    """``Linear -> activation`` for each hidden width, then a final ``Linear`` (no activation).
+
+    ``activation`` is one of ``leaky_relu`` (slope 0.2, design-baselines' default), ``relu``,
+    ``softplus``, ``swish``, ``tanh``.
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; choose one of {list(ACTIVATIONS)}")
+    widths = [in_features, *hidden]
+    layers: list[nn.Module] = []
+    for a, b in zip(widths[:-1], widths[1:]):
+        layers += [nn.Linear(a, b), ACTIVATIONS[activation]()]
+    layers.append(nn.Linear(widths[-1], out_features))
+    return nn.Sequential(*layers)
+
 
 class MLP(nn.Module):
     """Scalar-output MLP ``d -> hidden[0] -> ... -> hidden[-1] -> 1`` with LeakyReLU.

@@ -9,9 +9,7 @@ from matchopt.tasks.base import DATA_DIR_ENV, Task, resolve_data_dir
 from matchopt.tasks.design_bench import TFBind8
 from matchopt.tasks.synthetic import ChainPotts, StyblinskiTang
 
-TASKS: dict[str, type[Task]] = {
-    cls.name: cls for cls in (StyblinskiTang, ChainPotts, TFBind8)
-}
+TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (StyblinskiTang, ChainPotts, TFBind8)}
 DEFAULT_TASK = StyblinskiTang.name
 
 
@@ -27,6 +25,11 @@ def load_task(name: str, data_dir: str | os.PathLike | None = None) -> Task:
 
 
 __all__ = [
-    "DATA_DIR_ENV", "DEFAULT_TASK", "TASKS", "Task", "get_task_class", "load_task",
+    "DATA_DIR_ENV",
+    "DEFAULT_TASK",
+    "TASKS",
+    "Task",
+    "get_task_class",
+    "load_task",
     "resolve_data_dir",
 ]

@@ -1,0 +1,160 @@
+"""Probabilistic forward models: MLPs with a Gaussian head, and bootstrapped ensembles of them.
+
+This is design-baselines' "ForwardModel", shared by GA, Ens-Mean/Min, CMA-ES, BO-qEI and CbAS
+(baselines.md): the head outputs a mean and a log-std; the log-std is soft-clamped between two
+trainable bounds (initialized to log 0.2 above and log 0.1 below) with softplus; the loss is the
+negative log likelihood; each ensemble member trains on its own bootstrap, expressed as
+per-sample weights = how often each row is drawn among N draws with replacement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from matchopt.models.mlp import mlp_layers
+
+
+class GaussianMLP(nn.Module):
+    """MLP ``d -> hidden... -> (mean, log_std)`` with a soft-clamped log-std.
+
+    Args:
+        in_features: input dimension d.
+        hidden: hidden layer widths.
+        activation: ``"leaky_relu"``, ``"relu"``, ``"softplus"``, ``"swish"`` or ``"tanh"``.
+        max_std, min_std: initial values of the trainable std bounds.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        hidden: Sequence[int] = (2048, 2048),
+        activation: str = "leaky_relu",
+        max_std: float = 0.2,
+        min_std: float = 0.1,
+    ):
+        super().__init__()
+        self.body = mlp_layers(in_features, hidden, 2, activation)
+        self.max_log_std = nn.Parameter(torch.tensor(math.log(max_std)))
+        self.min_log_std = nn.Parameter(torch.tensor(math.log(min_std)))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean (n,) and soft-clamped log-std (n,) of the prediction for ``x`` (n x d)."""
+        mean, log_std = self.body(x).unbind(-1)
+        log_std = self.max_log_std - nn.functional.softplus(self.max_log_std - log_std)
+        log_std = self.min_log_std + nn.functional.softplus(log_std - self.min_log_std)
+        return mean, log_std
+
+    def nll(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Negative log likelihood of each row (n,)."""
+        mean, log_std = self(x)
+        return -torch.distributions.Normal(mean, log_std.exp()).log_prob(y)
+
+
+def bootstrap_weights(n: int, n_models: int, rng: np.random.Generator) -> np.ndarray:
+    """(n_models x n) counts: how often each row appears among n draws with replacement."""
+    return np.stack([np.bincount(rng.integers(0, n, size=n), minlength=n) for _ in range(n_models)])
+
+
+def fit_gaussian(
+    model: GaussianMLP,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    sample_weights: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+    progress: bool = False,
+    desc: str = "training",
+) -> list[float]:
+    """Train by weighted NLL with Adam over shuffled mini-batches; returns the epoch losses.
+
+    The loss of a batch is ``mean(w_i * nll_i)`` with ``w`` the sample weights (1 if None).
+    """
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    weights = torch.ones(len(x)) if sample_weights is None else sample_weights.float()
+    losses = []
+    for _ in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
+        order = torch.randperm(len(x), generator=generator)
+        total = 0.0
+        for start in range(0, len(x), batch_size):
+            batch = order[start : start + batch_size]
+            loss = (weights[batch] * model.nll(x[batch], y[batch])).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(batch)
+        losses.append(total / len(x))
+    return losses
+
+
+class GaussianEnsemble(nn.Module):
+    """Bootstrapped ensemble of :class:`GaussianMLP` members.
+
+    Args:
+        in_features: input dimension d.
+        n_models: number of members.
+        hidden, activation: architecture of every member.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        n_models: int = 5,
+        hidden: Sequence[int] = (2048, 2048),
+        activation: str = "leaky_relu",
+    ):
+        super().__init__()
+        self.members = nn.ModuleList(
+            GaussianMLP(in_features, hidden, activation) for _ in range(n_models)
+        )
+
+    def fit(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        seed: int,
+        bootstrap: bool = True,
+        progress: bool = False,
+    ) -> GaussianEnsemble:
+        """Train each member (on its own bootstrap when ``bootstrap``)."""
+        rng = np.random.default_rng(seed)
+        weights = bootstrap_weights(len(x), len(self.members), rng) if bootstrap else None
+        generator = torch.Generator().manual_seed(seed)
+        for index, member in enumerate(self.members):
+            fit_gaussian(
+                member,
+                x,
+                y,
+                epochs=epochs,
+                batch_size=batch_size,
+                lr=lr,
+                sample_weights=None if weights is None else torch.from_numpy(weights[index]),
+                generator=generator,
+                progress=progress,
+                desc=f"member {index + 1}/{len(self.members)}",
+            )
+        return self
+
+    def member_means(self, x: torch.Tensor) -> torch.Tensor:
+        """Predicted means of every member (n_models x n)."""
+        return torch.stack([member(x)[0] for member in self.members])
+
+    def predict_mean(self, x: torch.Tensor) -> torch.Tensor:
+        """Mean over members of the predicted means (n,)."""
+        return self.member_means(x).mean(0)
+
+    def predict_min(self, x: torch.Tensor) -> torch.Tensor:
+        """Minimum over members of the predicted means (n,)."""
+        return self.member_means(x).min(0).values

@@ -1,0 +1,111 @@
+"""The CLI as a user runs it: subprocesses, exit codes, stdout/stderr contents."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def matchopt(*args, env_data_dir=None, **kwargs):
+    import os
+
+    env = dict(os.environ)
+    env.pop("MATCHOPT_DATA_DIR", None)
+    if env_data_dir is not None:
+        env["MATCHOPT_DATA_DIR"] = str(env_data_dir)
+    return subprocess.run(
+        [sys.executable, "-m", "matchopt.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        **kwargs,
+    )
+
+
+def test_run_quick_json_writes_records(tmp_path):
+    result = matchopt(
+        "run", "--preset", "quick", "--seeds", "0,1", "--json", "--out", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 2
+    records = [json.loads(line) for line in lines]
+    for seed, record in zip((0, 1), records):
+        assert record["task"] == "styblinski-tang" and record["method"] == "matchopt"
+        assert record["seed"] == seed and record["preset"] == "quick"
+        assert len(record["scores"]) == 128
+        assert record["p100"] == max(record["scores"])
+        for key in ("config", "p50", "offline_best", "fit_seconds", "search_seconds", "version"):
+            assert key in record
+        saved = tmp_path / "styblinski-tang" / "matchopt" / f"seed{seed}.json"
+        assert json.loads(saved.read_text())["scores"] == record["scores"]
+
+
+def test_run_table_and_set(tmp_path):
+    result = matchopt(
+        "run",
+        "--task",
+        "potts",
+        "--preset",
+        "quick",
+        "--set",
+        "epochs=2",
+        "--set",
+        "quadrature=left-riemann",
+        "--out",
+        str(tmp_path),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "| potts | matchopt | quick | 0 |" in result.stdout
+    record = json.loads((tmp_path / "potts" / "matchopt" / "seed0.json").read_text())
+    assert record["config"]["epochs"] == 2
+    assert record["config"]["quadrature"] == "left-riemann"
+
+
+def test_noreg_is_registered(tmp_path):
+    result = matchopt(
+        "run", "--method", "matchopt-noreg", "--preset", "quick", "--json", "--out", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["config"]["alpha"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--task", "nope"], "unknown task 'nope'"),
+        (["run", "--method", "nope"], "unknown method 'nope'"),
+        (["run", "--set", "epochs"], "malformed --set"),
+        (["run", "--set", "nope=1"], "unknown --set key 'nope'"),
+        (["run", "--set", "epochs=many"], "cannot read 'many'"),
+        (["run", "--set", "quadrature=simpson"], "choose one of"),
+        (["run", "--method", "matchopt-noreg", "--set", "alpha=1"], "fixes alpha"),
+        (["run", "--seeds", "a,b"], "--seeds"),
+        (["run", "--task", "tfbind8"], "no data folder is set"),
+        (["bogus"], "invalid choice"),
+    ],
+)
+def test_clear_errors(args, message):
+    result = matchopt(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_missing_data_dir_error(tmp_path):
+    result = matchopt("run", "--task", "tfbind8", "--data-dir", str(tmp_path / "nowhere"))
+    assert result.returncode == 2
+    assert "tf_bind_8-x-0.npy" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_tasks_and_methods_listing(tmp_path):
+    result = matchopt("tasks", "--data-dir", str(tmp_path))
+    assert result.returncode == 0
+    for name in ("styblinski-tang", "potts", "tfbind8"):
+        assert name in result.stdout
+    assert "missing" in result.stdout and "embedded" in result.stdout
+    result = matchopt("methods")
+    assert result.returncode == 0 and "matchopt-noreg" in result.stdout

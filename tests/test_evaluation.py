@@ -1,0 +1,53 @@
+import numpy as np
+
+from matchopt.evaluation import RunRecord, atomic_write_bytes, percentile, write_record
+
+
+def test_nearest_rank_percentiles():
+    values = np.arange(1, 129) / 128
+    assert percentile(values, 100) == 1.0
+    assert percentile(values, 50) == np.percentile(values, 50, method="nearest")
+    assert percentile([3.0, 1.0, 2.0, 4.0], 50) in (2.0, 3.0)
+
+
+def _record(seed=0):
+    return RunRecord(
+        task="t",
+        method="m",
+        seed=seed,
+        preset="quick",
+        config={"a": 1},
+        scores=[0.1, 0.2],
+        p100=0.2,
+        p50=0.1,
+        offline_best=0.15,
+        fit_seconds=1.0,
+        search_seconds=0.5,
+        version="0",
+        n_designs=2,
+    )
+
+
+def test_record_round_trip_and_layout(tmp_path):
+    record = _record(3)
+    path = write_record(tmp_path, record, np.zeros((2, 4)))
+    assert path == tmp_path / "t" / "m" / "seed3.json"
+    assert RunRecord.from_json(path.read_text()) == record
+    assert np.load(path.with_suffix(".designs.npy")).shape == (2, 4)
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    atomic_write_bytes(target, b"old")
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("matchopt.evaluation.os.replace", interrupted)
+    try:
+        atomic_write_bytes(target, b"new content")
+    except KeyboardInterrupt:
+        pass
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left

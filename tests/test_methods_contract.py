@@ -1,0 +1,72 @@
+"""Contract tests run over every registered method (quick preset, embedded tasks)."""
+
+import numpy as np
+import pytest
+
+from matchopt.errors import MatchoptError
+from matchopt.methods import METHODS, make_method
+from matchopt.runner import run
+from matchopt.tasks import load_task
+from matchopt.tasks.synthetic import ChainPotts, StyblinskiTang
+
+TASKS = ["styblinski-tang", "potts"]
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return {name: load_task(name) for name in TASKS}
+
+
+@pytest.mark.parametrize("task_name", TASKS)
+@pytest.mark.parametrize("method_name", list(METHODS))
+def test_quick_preset_contract(method_name, task_name, tasks):
+    task = tasks[task_name]
+    designs = make_method(method_name, "quick", seed=0).fit(task.offline).propose(128)
+    assert designs.shape == (128, *task.space.shape)
+    assert designs.dtype == task.space.dtype
+    task.space.validate(designs)  # in range, finite
+    again = make_method(method_name, "quick", seed=0).fit(task.offline).propose(128)
+    np.testing.assert_array_equal(designs, again)
+
+
+class _GuardedOracle:
+    """Mixin: the oracle raises while the method is being fitted or proposes."""
+
+    armed = True
+
+    def _score(self, designs):
+        if self.armed:
+            raise AssertionError("the oracle was called before the method returned its designs")
+        return super()._score(designs)
+
+
+class GuardedStyblinskiTang(_GuardedOracle, StyblinskiTang):
+    pass
+
+
+class GuardedPotts(_GuardedOracle, ChainPotts):
+    pass
+
+
+@pytest.mark.parametrize("task_class", [GuardedStyblinskiTang, GuardedPotts])
+@pytest.mark.parametrize("method_name", list(METHODS))
+def test_no_method_sees_the_oracle(method_name, task_class):
+    task = task_class()
+    method = make_method(method_name, "quick", seed=1)
+    method.fit(task.offline)
+    designs = method.propose(128)
+    with pytest.raises(AssertionError, match="oracle was called"):
+        task.score(designs)  # still armed: proves the guard works
+    task.armed = False
+    assert task.score(designs).shape == (128,)
+
+
+def test_runner_scores_only_after_propose():
+    task = GuardedPotts()
+    with pytest.raises(AssertionError):
+        run(task, "matchopt", preset="quick")  # the runner scores, so the armed guard trips
+
+
+def test_unknown_method_is_a_clear_error():
+    with pytest.raises(MatchoptError, match="unknown method"):
+        make_method("nope")

@@ -1,0 +1,85 @@
+import numpy as np
+import pytest
+
+from matchopt.errors import MatchoptError
+from matchopt.tasks import TASKS, load_task
+from matchopt.tasks.design_bench import SequenceLookupOracle, TFBind8
+from matchopt.tasks.synthetic import ChainPotts, StyblinskiTang
+
+EMBEDDED = [name for name, cls in TASKS.items() if cls.embedded]
+
+
+def test_at_least_one_continuous_and_one_discrete_embedded_task():
+    kinds = {TASKS[name].space.kind for name in EMBEDDED}
+    assert kinds == {"continuous", "discrete"}
+
+
+@pytest.mark.parametrize("name", EMBEDDED)
+def test_embedded_tasks_are_deterministic_and_sized(name):
+    first, second = load_task(name), load_task(name)
+    np.testing.assert_array_equal(first.offline.x, second.offline.x)
+    np.testing.assert_array_equal(first.offline.y, second.offline.y)
+    assert len(first.offline) == first.offline_size
+    assert first.y_min < first.offline.y.max() < first.y_max
+    scores = first.score(first.offline.x[:10])
+    np.testing.assert_allclose(scores, first.offline.y[:10])
+    assert first.data_status() == "embedded"
+
+
+def test_styblinski_tang_gradient_matches_finite_differences():
+    x = np.random.default_rng(0).uniform(-4, 4, size=(5, 10))
+    eps = 1e-6
+    f = StyblinskiTang.function
+    numeric = np.stack([(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(10)], axis=1)
+    np.testing.assert_allclose(StyblinskiTang.gradient(x), numeric, rtol=1e-5, atol=1e-5)
+    best = np.full((1, 10), StyblinskiTang.optimum_x)
+    assert StyblinskiTang.function(best)[0] == pytest.approx(StyblinskiTang.optimum_value)
+
+
+def test_potts_optimum_is_exact():
+    task = ChainPotts()
+    sequence, value = task.optimum()
+    assert task.function(sequence[None])[0] == pytest.approx(value)
+    # No single-site change improves it, and no random sequence beats it.
+    for i in range(12):
+        for k in range(4):
+            other = sequence.copy()
+            other[i] = k
+            assert task.function(other[None])[0] <= value + 1e-12
+    samples = np.random.default_rng(5).integers(0, 4, size=(20000, 12))
+    assert task.function(samples).max() <= value
+
+
+def test_lookup_oracle_takes_the_last_occurrence():
+    x = np.array([[0, 1], [1, 0], [0, 1], [3, 3]])
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    oracle = SequenceLookupOracle(x, y, vocab_size=4)
+    np.testing.assert_array_equal(oracle(np.array([[0, 1], [1, 0], [3, 3]])), [3.0, 2.0, 4.0])
+    with pytest.raises(MatchoptError, match="not in the oracle"):
+        oracle(np.array([[2, 2]]))
+
+
+def test_tfbind8_oracle_on_real_rows(data_dir):
+    task = load_task("tfbind8", data_dir)
+    assert len(task.offline) == 32_898 == TFBind8.offline_size
+    assert (task.y_min, task.y_max) == (0.0, 1.0)
+    x = np.load(data_dir / "tf_bind_8-SIX6_REF_R1" / "tf_bind_8-x-0.npy")
+    y = np.load(data_dir / "tf_bind_8-SIX6_REF_R1" / "tf_bind_8-y-0.npy").reshape(-1)
+    rows = np.random.default_rng(0).choice(len(x), size=2000, replace=False)
+    np.testing.assert_array_equal(task.score(x[rows].astype(np.int64)), y[rows].astype(np.float64))
+    assert task.offline.y.max() <= np.percentile(y, 50)
+    assert TFBind8.data_status(data_dir) == "present"
+
+
+def test_missing_data_names_the_files(tmp_path):
+    with pytest.raises(MatchoptError, match="tf_bind_8-x-0.npy"):
+        load_task("tfbind8", tmp_path)
+    assert TFBind8.data_status(tmp_path) == "missing"
+
+
+def test_oracle_rejects_malformed_designs():
+    task = load_task("potts")
+    with pytest.raises(MatchoptError, match="shape"):
+        task.score(np.zeros((3, 5), dtype=np.int64))
+    with pytest.raises(MatchoptError, match="outside"):
+        task.score(np.full((1, 12), 7))
