@@ -58,9 +58,11 @@ def test_quadratures_against_the_exact_line_integral():
     torch.testing.assert_close(exact, exact_difference)
 
     trapezoid = line_integral_estimates(g, x, quadrature_rule("trapezoid", 5))
-    assert torch.allclose(trapezoid, exact_difference, atol=1e-2)
+    error = float((trapezoid - exact_difference).abs().max())
+    assert error < 0.02 * float(exact_difference.abs().mean())  # under 2% of a typical dz
     finer = line_integral_estimates(g, x, quadrature_rule("trapezoid", 50))
-    assert torch.allclose(finer, exact_difference, atol=1e-4)  # error shrinks as 1/kappa^2
+    finer_error = float((finer - exact_difference).abs().max())
+    assert finer_error == pytest.approx(error / 100, rel=0.1)  # trapezoid error ~ 1/kappa^2
 
     left = line_integral_estimates(g, x, quadrature_rule("left-riemann", 5))
     # left Riemann = trapezoid + (f(0) - f(1)) / (2 kappa) for the integrand f

@@ -72,7 +72,7 @@ def gradient_ascent(
     else:
         raise MatchoptError(f"unknown search optimizer {optimizer!r}; choose 'adam' or 'sgd'")
     for _ in range(steps):
-        opt.zero_grad()
-        (-score(x).sum()).backward()
+        # Differentiate with respect to x only: the surrogate's parameters get no gradient.
+        (x.grad,) = torch.autograd.grad(-score(x).sum(), x)
         opt.step()
     return x.detach()

@@ -9,13 +9,51 @@ from typing import Any
 
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method, MethodEntry, build_config
+from matchopt.methods.bdi import BDI
+from matchopt.methods.bo_qei import BoQei
+from matchopt.methods.bonet import BONET
+from matchopt.methods.cbas import CbAS
+from matchopt.methods.cma_es import CmaEs
+from matchopt.methods.coms import Coms
+from matchopt.methods.ddom import Ddom
+from matchopt.methods.gradient_ascent import GradientAscent
 from matchopt.methods.matchopt import MatchOpt, MatchOptConfig
+from matchopt.methods.mins import Mins
+from matchopt.methods.random_designs import RandomDesigns
+from matchopt.methods.roma import Roma
+from matchopt.methods.untrained import Untrained
 
 METHODS: dict[str, MethodEntry] = {
     "matchopt": MethodEntry(MatchOpt, "MATCH-OPT: gradient-matching surrogate + gradient ascent"),
     "matchopt-noreg": MethodEntry(
         MatchOpt, "MATCH-OPT without the value regularizer (ablation, alpha = 0)", {"alpha": 0.0}
     ),
+    "coms": MethodEntry(Coms, "COMs: conservative objective model + gradient ascent"),
+    "bdi": MethodEntry(BDI, "BDI: bidirectional NTK losses minimized from the top designs"),
+    "roma": MethodEntry(Roma, "RoMA: robust warm-up + search with model adaptation"),
+    "mins": MethodEntry(Mins, "MINs: score-conditioned WGAN-GP, sampled at the best offline y"),
+    "ddom": MethodEntry(Ddom, "DDOM: score-conditioned diffusion with guidance, at the best y"),
+    "cbas": MethodEntry(CbAS, "CbAS: VAE search distribution adapted by conditioning on high y"),
+    "ga": MethodEntry(
+        GradientAscent,
+        "GA: gradient ascent on one Gaussian forward model",
+        {"n_models": 1, "aggregation": "mean"},
+    ),
+    "ens-mean": MethodEntry(
+        GradientAscent,
+        "Ens-Mean: gradient ascent on the mean of 5 bootstrapped models",
+        {"n_models": 5, "aggregation": "mean"},
+    ),
+    "ens-min": MethodEntry(
+        GradientAscent,
+        "Ens-Min: gradient ascent on the min of 5 bootstrapped models",
+        {"n_models": 5, "aggregation": "min"},
+    ),
+    "cma-es": MethodEntry(CmaEs, "CMA-ES from each top-128 design on a learned ensemble"),
+    "bo-qei": MethodEntry(BoQei, "BO-qEI: GP + batch expected improvement against an ensemble"),
+    "random": MethodEntry(RandomDesigns, "sanity: uniform random designs (tokens / offline box)"),
+    "untrained": MethodEntry(Untrained, "sanity: MATCH-OPT's search on its untrained MLP"),
+    "bonet": MethodEntry(BONET, "BONET: transformer rolled out on sorted trajectories at low RTG"),
 }
 
 

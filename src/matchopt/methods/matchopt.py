@@ -231,7 +231,7 @@ def fused_loss_and_gradients(
     a_points = torch.addmm(first.bias, x, first.weight.T)
     u = dx @ first.weight.T  # first-layer image of each segment, (P x H1)
     a_inner = a_points[:-1, None, :] + inner_t[None, :, None] * u[:, None, :]
-    a = torch.cat([a_points, a_inner.reshape(n_pairs * n_inner, -1)])
+    a = torch.cat([a_points, a_inner.reshape(n_pairs * n_inner, a_points.shape[1])])
     acts, masks = [], []
     for index, layer in enumerate(layers):
         if index > 0:
@@ -246,7 +246,7 @@ def fused_loss_and_gradients(
     for index in range(len(layers) - 1, 0, -1):
         g.insert(0, (g[0] @ layers[index].weight) * masks[index - 1])
     g1 = g[0]
-    g1_inner = g1[n_points:].view(n_pairs, n_inner, -1)
+    g1_inner = g1[n_points:].view(n_pairs, n_inner, g1.shape[1])
     integral = (
         rule.start_weight * g1[:n_pairs]
         + rule.end_weight * g1[1:n_points]
@@ -364,15 +364,9 @@ class MatchOpt(Method):
         features = self.encoder_.encode_x(self.data_.x)
         rng = np.random.default_rng([self.seed, 1])
         starts = starting_points(features, self.data_.y, n, config.init, rng)
-        for p in self.model_.parameters():
-            p.requires_grad_(False)
-        try:
-            final = gradient_ascent(
-                self.model_, torch.from_numpy(starts), config.search_steps, self._search_lr()
-            )
-        finally:
-            for p in self.model_.parameters():
-                p.requires_grad_(True)
+        final = gradient_ascent(
+            self.model_, torch.from_numpy(starts), config.search_steps, self._search_lr()
+        )
         return self.encoder_.decode_x(final.numpy())
 
     def predict(self, designs: np.ndarray) -> np.ndarray:

@@ -20,6 +20,12 @@ from tqdm.auto import tqdm
 from matchopt.models.mlp import mlp_layers
 
 
+def soft_clamp(log_std: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """design-baselines' smooth clamp of a log-std between (trainable) bounds, softplus on both."""
+    log_std = high - nn.functional.softplus(high - log_std)
+    return low + nn.functional.softplus(log_std - low)
+
+
 class GaussianMLP(nn.Module):
     """MLP ``d -> hidden... -> (mean, log_std)`` with a soft-clamped log-std.
 
@@ -46,9 +52,7 @@ class GaussianMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean (n,) and soft-clamped log-std (n,) of the prediction for ``x`` (n x d)."""
         mean, log_std = self.body(x).unbind(-1)
-        log_std = self.max_log_std - nn.functional.softplus(self.max_log_std - log_std)
-        log_std = self.min_log_std + nn.functional.softplus(log_std - self.min_log_std)
-        return mean, log_std
+        return mean, soft_clamp(log_std, self.min_log_std, self.max_log_std)
 
     def nll(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Negative log likelihood of each row (n,)."""
@@ -76,7 +80,8 @@ def fit_gaussian(
 ) -> list[float]:
     """Train by weighted NLL with Adam over shuffled mini-batches; returns the epoch losses.
 
-    The loss of a batch is ``mean(w_i * nll_i)`` with ``w`` the sample weights (1 if None).
+    The loss of a batch is ``sum(w_i * nll_i) / sum(w_i)`` with ``w`` the sample weights
+    (1 if None), as design-baselines' bootstrapped training.
     """
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     weights = torch.ones(len(x)) if sample_weights is None else sample_weights.float()
@@ -86,7 +91,8 @@ def fit_gaussian(
         total = 0.0
         for start in range(0, len(x), batch_size):
             batch = order[start : start + batch_size]
-            loss = (weights[batch] * model.nll(x[batch], y[batch])).mean()
+            w = weights[batch]
+            loss = (w * model.nll(x[batch], y[batch])).sum() / w.sum().clamp_min(1e-12)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -146,6 +152,39 @@ class GaussianEnsemble(nn.Module):
                 desc=f"member {index + 1}/{len(self.members)}",
             )
         return self
+
+    @classmethod
+    def trained(
+        cls,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        n_models: int,
+        hidden: Sequence[int],
+        activation: str,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        seed: int,
+        bootstrap: bool = True,
+        progress: bool = False,
+    ) -> GaussianEnsemble:
+        """An ensemble initialized from ``seed``, fitted on (x, y) and frozen (eval mode, no
+        parameter gradients) - the surrogate of GA, the ensembles, CMA-ES, BO-qEI and CbAS."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            ensemble = cls(x.shape[1], n_models, hidden, activation)
+        ensemble.fit(
+            x,
+            y,
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            seed=seed,
+            bootstrap=bootstrap,
+            progress=progress,
+        )
+        return ensemble.eval().requires_grad_(False)
 
     def member_means(self, x: torch.Tensor) -> torch.Tensor:
         """Predicted means of every member (n_models x n)."""

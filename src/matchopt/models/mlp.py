@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 ACTIVATIONS = {
-    "leaky_relu": lambda: nn.LeakyReLU(0.2),
+    "leaky_relu": lambda: nn.LeakyReLU(0.3),
     "relu": nn.ReLU,
     "softplus": nn.Softplus,
     "swish": nn.SiLU,
@@ -21,7 +21,8 @@ def mlp_layers(
 ) -> nn.Sequential:
     """``Linear -> activation`` for each hidden width, then a final ``Linear`` (no activation).
 
-    ``activation`` is one of ``leaky_relu`` (slope 0.2, design-baselines' default), ``relu``,
+    ``activation`` is one of ``leaky_relu`` (slope 0.3, the Keras default design-baselines uses),
+    ``relu``,
     ``softplus``, ``swish``, ``tanh``.
     """
     if activation not in ACTIVATIONS:

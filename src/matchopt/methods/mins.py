@@ -1,0 +1,337 @@
+"""MINs: model inversion networks, a score-conditioned generator of designs.
+
+Kumar & Levine, "Model Inversion Networks for Model-Based Optimization", NeurIPS 2020; the
+configuration is design-baselines' (``design_baselines/mins``, the "Final Version" experiments).
+
+Read top to bottom:
+
+1. **Reweighting** (paper Sec. 3.3): each offline row gets the weight of
+   :func:`matchopt.weighting.score_bin_weights` (20 bins of the z-scored y, temperature 0.1,
+   clipped to [0, 5]); every loss below is a weighted mean over the batch.
+2. **Inverse map** G(z, y), z ~ N(0, I_32), trained as a conditional WGAN-GP against a critic
+   D(x, y). Both are :class:`ConditionalMLP`: y is embedded by one dense layer and concatenated
+   to the input of every layer; 3 x [dense 1024, LayerNorm, LeakyReLU 0.2], then a dense output.
+   Critic loss ``mean(w * (D(x_fake, y) - D(x_real, y) + 10 * (1 - |grad D(x_mix, y)|)^2))``
+   on random interpolations x_mix; the generator minimizes ``mean(w * -D(G(z, y), y))`` once
+   every 10 critic steps (on batches 0, 10, 20, ... of each epoch, after that batch's critic
+   step), with the y of the real batch. Adam 2e-4, betas (0, 0.9), batch 128, 200 epochs.
+3. **Inference**: 128 samples G(z, max offline y).
+
+Designs. Continuous designs are z-scored (as design-baselines' ``normalize_xs``). Discrete designs
+are one-hot vectors, not logits, as in design-baselines (whose TF-Bind config has
+``normalize_xs=False``): the generator outputs K logits per token and a Gumbel-softmax
+("relaxed one-hot") sample at temperature tau; real rows are relaxed the same way (one-hot
+smoothed to ``0.99 * onehot + 0.01 / K``, then a Gumbel-softmax sample at tau) so that the critic
+cannot tell them apart by sharpness alone; tau goes linearly from 5 (first epoch) to 1 (last).
+At the end a token is the argmax of the Gumbel-perturbed generator log-probabilities, i.e. the
+limit of design-baselines' relaxed sample at temperature 0.001 followed by argmax (a categorical
+sample from the generator's output), returned as int64 tokens.
+
+Cost: on TF-Bind-8 (32,898 rows, 258 batches per epoch) the 200 epochs are 51,600 critic steps
+(two 5.3M-parameter networks, a double backward for the penalty): measured 0.31 s of CPU per step
+on one thread, about 4.4 CPU-hours per seed (extrapolated: roughly 2.5 h on an idle 2-core
+machine).
+
+Deviations from baselines.md / design-baselines:
+* design-baselines trains two identical GANs ("exploration" and "exploitation") and samples from
+  the second; with its final settings (0 extra iterations) the first is unused, so we train one.
+* design-baselines holds out 200 rows for validation (only logged); we train on every row.
+* PyTorch default layer initialization and LayerNorm epsilon (1e-5); Keras uses Glorot-uniform
+  and 1e-3.
+* Final discrete sample: Gumbel-max argmax (the temperature-0 limit of design-baselines' 0.001).
+* Not in baselines.md, taken from design-baselines: discrete real rows are smoothed (keep 0.99)
+  and Gumbel-relaxed at the generator's temperature before the critic sees them; discrete
+  designs are one-hot (no logits, no z-scoring).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from matchopt.data import OfflineData
+from matchopt.encodings import DesignEncoder
+from matchopt.methods.base import Method
+from matchopt.weighting import score_bin_weights
+
+
+@dataclass(frozen=True)
+class MinsConfig:
+    """MINs hyperparameters; defaults are design-baselines' final configuration."""
+
+    latent_size: int = 32
+    """Dimension of the generator's noise z."""
+    hidden: int = 1024
+    """Width of every hidden layer and of the y embedding (generator and critic)."""
+    n_layers: int = 3
+    """Number of [dense, LayerNorm, LeakyReLU] blocks in the generator and in the critic."""
+    negative_slope: float = 0.2
+    """LeakyReLU slope."""
+    epochs: int = 200
+    """Passes over the offline data."""
+    batch_size: int = 128
+    """Rows per critic step."""
+    critic_steps: int = 10
+    """One generator step per this many critic steps."""
+    penalty_weight: float = 10.0
+    """Weight of the WGAN-GP gradient penalty."""
+    lr: float = 2e-4
+    """Adam learning rate (generator and critic)."""
+    beta1: float = 0.0
+    """Adam beta1 (generator and critic)."""
+    beta2: float = 0.9
+    """Adam beta2 (generator and critic)."""
+    n_bins: int = 20
+    """Histogram bins of the sample reweighting."""
+    weight_temperature: float = 0.1
+    """Softmax temperature of the reweighting, on z-scored y."""
+    weight_clip: float = 5.0
+    """Upper bound of a sample weight."""
+    start_temperature: float = 5.0
+    """Discrete designs: Gumbel-softmax temperature in the first epoch."""
+    final_temperature: float = 1.0
+    """Discrete designs: Gumbel-softmax temperature in the last epoch."""
+    keep: float = 0.99
+    """Discrete designs: real one-hot rows become ``keep * onehot + (1 - keep) / K`` before
+    relaxation."""
+
+
+QUICK = {"hidden": 64, "epochs": 3}
+
+
+# --- 1. Networks -------------------------------------------------------------------------------
+
+
+class ConditionalMLP(nn.Module):
+    """MINs' generator / critic body: y embedded once and concatenated to every layer's input.
+
+    ``e = W_e y + b_e``; ``h_0 = input``; ``h_l = LeakyReLU(LayerNorm(W_l [h_{l-1}, e] + b_l))``;
+    output ``W_o [h_L, e] + b_o``.
+
+    Args:
+        in_features: dimension of the input (z for the generator, a design for the critic).
+        out_features: dimension of the output (design features or logits; 1 for the critic).
+        hidden: width of the hidden layers and of the embedding e.
+        n_layers: number of hidden layers.
+        negative_slope: LeakyReLU slope.
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        hidden: int = 1024,
+        n_layers: int = 3,
+        negative_slope: float = 0.2,
+    ):
+        super().__init__()
+        self.embed = nn.Linear(1, hidden)
+        widths = [in_features] + [hidden] * n_layers
+        self.layers = nn.ModuleList(nn.Linear(w + hidden, hidden) for w in widths[:-1])
+        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(n_layers))
+        self.output = nn.Linear(widths[-1] + hidden, out_features)
+        self.negative_slope = negative_slope
+
+    def forward(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Outputs (n x out_features) for inputs ``h`` (n x in_features) and scores ``y`` (n,)."""
+        e = self.embed(y[:, None])
+        for layer, norm in zip(self.layers, self.norms):
+            h = nn.functional.leaky_relu(norm(layer(torch.cat([h, e], 1))), self.negative_slope)
+        return self.output(torch.cat([h, e], 1))
+
+
+def gumbel_softmax(
+    log_probs: torch.Tensor, temperature: float, generator: torch.Generator
+) -> torch.Tensor:
+    """A relaxed one-hot sample ``softmax((log_probs + Gumbel noise) / temperature)``.
+
+    Args:
+        log_probs: (... x K) log-probabilities (or logits) of K classes.
+        temperature: relaxation temperature (-> 0: a one-hot categorical sample).
+        generator: source of the Gumbel noise.
+    """
+    u = torch.rand(log_probs.shape, generator=generator).clamp_(1e-20, 1.0)
+    return torch.softmax((log_probs - torch.log(-torch.log(u))) / temperature, dim=-1)
+
+
+# --- 2. WGAN-GP losses ------------------------------------------------------------------------
+
+
+def critic_loss(
+    critic: nn.Module,
+    x_real: torch.Tensor,
+    x_fake: torch.Tensor,
+    y: torch.Tensor,
+    w: torch.Tensor,
+    penalty_weight: float,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """Weighted WGAN-GP critic loss (Gulrajani et al. 2017) on one batch.
+
+    ``mean_i w_i * (D(x_fake_i) - D(x_real_i) + penalty_weight * (1 - |grad D(x_mix_i)|)^2)``
+    with ``x_mix = e * x_real + (1 - e) * x_fake``, e ~ U(0, 1) per row (all D's conditioned on y).
+
+    Args:
+        critic: D(x, y) -> (n x 1).
+        x_real, x_fake: real and generated designs (n x d); x_fake carries no generator graph.
+        y: normalized scores (n,).
+        w: sample weights (n,).
+        penalty_weight: weight of the gradient penalty.
+        generator: source of the interpolation coefficients.
+    """
+    n = len(x_real)
+    e = torch.rand(n, 1, generator=generator)
+    x_mix = (e * x_real + (1 - e) * x_fake).requires_grad_(True)
+    # One pass over real, fake and mixed rows (LayerNorm acts per row, so rows do not interact).
+    out = critic(torch.cat([x_real, x_fake, x_mix]), y.repeat(3))[:, 0]
+    d_real, d_fake, d_mix = out[:n], out[n : 2 * n], out[2 * n :]
+    (grad,) = torch.autograd.grad(d_mix.sum(), x_mix, create_graph=True)
+    penalty = (1.0 - grad.norm(dim=1)) ** 2
+    return (w * (d_fake - d_real + penalty_weight * penalty)).mean()
+
+
+def generator_loss(
+    critic: nn.Module, x_fake: torch.Tensor, y: torch.Tensor, w: torch.Tensor
+) -> torch.Tensor:
+    """Weighted generator loss ``mean_i w_i * -D(x_fake_i, y_i)``."""
+    return -(w * critic(x_fake, y)[:, 0]).mean()
+
+
+# --- 3. The method -----------------------------------------------------------------------------
+
+
+class Mins(Method):
+    """MINs (Kumar & Levine, NeurIPS 2020): conditional WGAN-GP G(z, y), sampled at max offline y.
+
+    Args:
+        config: :class:`MinsConfig` (design-baselines' defaults when ``None``).
+        seed: seeds the networks' initialization, the batches, all noise and the samples.
+        progress: show a training progress bar on stderr.
+
+    Attributes:
+        generator_: the trained G(z, y) (:class:`ConditionalMLP`).
+        critic_: the trained D(x, y).
+        encoder_: maps y (and continuous designs) to the normalized space and back.
+        weights_: the sample weights (N,).
+        losses_: mean critic loss of every epoch.
+    """
+
+    config_class = MinsConfig
+    presets = {"paper": {}, "quick": QUICK}
+
+    def _real_features(self, data: OfflineData) -> np.ndarray:
+        """Designs as the critic sees them: z-scored floats, or flattened one-hot tokens."""
+        if data.space.is_discrete:
+            onehot = np.eye(data.space.vocab_size, dtype=np.float32)[data.x]
+            return onehot.reshape(len(data.x), -1)
+        return self.encoder_.encode_x(data.x)
+
+    def _generate(
+        self, z: torch.Tensor, y: torch.Tensor, temperature: float, noise: torch.Generator
+    ) -> torch.Tensor:
+        """Generator samples (n x d): features, or relaxed one-hot tokens at ``temperature``."""
+        out = self.generator_(z, y)
+        if not self.data_.space.is_discrete:
+            return out
+        k = self.data_.space.vocab_size
+        log_probs = torch.log_softmax(out.view(len(z), -1, k), dim=-1)
+        return gumbel_softmax(log_probs, temperature, noise).view(len(z), -1)
+
+    def _relax_real(
+        self, x: torch.Tensor, temperature: float, noise: torch.Generator
+    ) -> torch.Tensor:
+        """Discrete designs: smoothed one-hot rows relaxed at ``temperature`` (design-baselines'
+        ``disc_noise``); continuous designs unchanged."""
+        if not self.data_.space.is_discrete:
+            return x
+        k, keep = self.data_.space.vocab_size, self.config_.keep
+        probs = keep * x.view(len(x), -1, k) + (1.0 - keep) / k
+        return gumbel_softmax(probs.log(), temperature, noise).view(len(x), -1)
+
+    def fit(self, data: OfflineData) -> Mins:
+        config = self.config_
+        self.data_ = data
+        self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
+        features = torch.from_numpy(self._real_features(data))
+        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
+        self.weights_ = score_bin_weights(
+            scores.numpy(), config.weight_temperature, config.n_bins, clip=config.weight_clip
+        )
+        weights = torch.from_numpy(self.weights_)
+        n_features = features.shape[1]
+        noise = torch.Generator().manual_seed(self.seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            self.generator_ = ConditionalMLP(
+                config.latent_size,
+                n_features,
+                config.hidden,
+                config.n_layers,
+                config.negative_slope,
+            )
+            self.critic_ = ConditionalMLP(
+                n_features, 1, config.hidden, config.n_layers, config.negative_slope
+            )
+        betas = (config.beta1, config.beta2)
+        g_opt = torch.optim.Adam(self.generator_.parameters(), lr=config.lr, betas=betas)
+        d_opt = torch.optim.Adam(self.critic_.parameters(), lr=config.lr, betas=betas)
+        # Gumbel-softmax temperature of each epoch: linear from start to final (discrete only).
+        temperatures = np.linspace(
+            config.start_temperature, config.final_temperature, config.epochs
+        )
+
+        self.losses_: list[float] = []
+        bar = tqdm(
+            range(config.epochs),
+            desc="MINs training",
+            unit="epoch",
+            disable=not self.progress,
+            leave=False,
+        )
+        for epoch in bar:
+            tau = float(temperatures[epoch])
+            order = torch.randperm(len(features), generator=noise)
+            total = 0.0
+            for step, batch in enumerate(order.split(config.batch_size)):
+                x_real = self._relax_real(features[batch], tau, noise)
+                y, w = scores[batch], weights[batch]
+                with torch.no_grad():
+                    z = torch.randn(len(batch), config.latent_size, generator=noise)
+                    x_fake = self._generate(z, y, tau, noise)
+                d_opt.zero_grad()
+                loss = critic_loss(self.critic_, x_real, x_fake, y, w, config.penalty_weight, noise)
+                loss.backward()
+                d_opt.step()
+                total += loss.item() * len(batch)
+                if step % config.critic_steps == 0:
+                    self.critic_.requires_grad_(False)
+                    g_opt.zero_grad()
+                    z = torch.randn(len(batch), config.latent_size, generator=noise)
+                    generator_loss(self.critic_, self._generate(z, y, tau, noise), y, w).backward()
+                    g_opt.step()
+                    self.critic_.requires_grad_(True)
+            self.losses_.append(total / len(features))
+            bar.set_postfix(critic_loss=f"{self.losses_[-1]:.4f}", refresh=False)
+        bar.close()
+        self.generator_.eval()
+        self.critic_.eval()
+        return self
+
+    @torch.no_grad()
+    def propose(self, n: int = 128) -> np.ndarray:
+        """``n`` samples G(z, y_max) with y_max the best offline score, in the data's format."""
+        self._check_fitted()
+        rng = np.random.default_rng([self.seed, 1])
+        z = torch.from_numpy(rng.standard_normal((n, self.config_.latent_size), np.float32))
+        y_max = torch.full((n,), float(self.encoder_.encode_y(self.data_.y).max()))
+        out = self.generator_(z, y_max).numpy()
+        if not self.data_.space.is_discrete:
+            return self.encoder_.decode_x(out)
+        length, k = self.data_.space.shape[0], self.data_.space.vocab_size
+        logits = out.reshape(n, length, k).astype(np.float64)
+        # Gumbel-max: argmax(log p + Gumbel) is a sample of p (log-softmax shifts cancel).
+        return (logits + rng.gumbel(size=logits.shape)).argmax(-1).astype(np.int64)

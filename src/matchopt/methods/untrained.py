@@ -1,0 +1,84 @@
+"""Untrained surrogate: MATCH-OPT's search on its MLP left at the random initialization.
+
+A sanity baseline for the gradient-matching training: the same network class
+(:class:`~matchopt.models.MLP`, d -> 512 -> 128 -> 32 -> 1, LeakyReLU 0.3), built with the same
+seed as :class:`~matchopt.methods.matchopt.MatchOpt` (so it is exactly MATCH-OPT's network
+before its first step), and the same search: 150 Adam steps on the z-scored features (logits for
+tokens; lr 0.01 for discrete designs, 0.001 for continuous ones) from the 128 best offline
+designs, then decoding (argmax for tokens). Whatever MATCH-OPT gains over this comes from
+training.
+
+Not in the MATCH-OPT paper; no deviations to list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from matchopt.data import OfflineData
+from matchopt.encodings import DesignEncoder
+from matchopt.methods.base import Method
+from matchopt.models import MLP
+from matchopt.search import START_CHOICES, gradient_ascent, starting_points
+
+
+@dataclass(frozen=True)
+class UntrainedConfig:
+    """Network and search of MATCH-OPT (its defaults); there is no training."""
+
+    hidden: tuple[int, ...] = (512, 128, 32)
+    """Hidden layer widths of the MLP."""
+    negative_slope: float = 0.3
+    """LeakyReLU slope."""
+    search_steps: int = 150
+    """Adam steps on the designs."""
+    search_lr: float | None = None
+    """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
+    init: str = field(default="topk", metadata={"choices": START_CHOICES})
+    """Search starts: topk (as MATCH-OPT), random offline rows, or gaussian N(0, I)."""
+
+
+QUICK = {"hidden": (64, 32, 16), "search_steps": 20}
+
+
+class Untrained(Method):
+    """Gradient ascent on a randomly initialized MLP (MATCH-OPT without training).
+
+    Args:
+        config: :class:`UntrainedConfig` (MATCH-OPT's defaults when ``None``).
+        seed: seeds the initialization (as MATCH-OPT's) and random starts.
+        progress: unused (nothing to train).
+
+    Attributes:
+        model_: the untrained :class:`~matchopt.models.MLP` (frozen).
+        encoder_: maps designs to normalized features and back.
+    """
+
+    config_class = UntrainedConfig
+    presets = {"paper": {}, "quick": QUICK}
+
+    def fit(self, data: OfflineData) -> Untrained:
+        config = self.config_
+        self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            model = MLP(self.encoder_.n_features, config.hidden, config.negative_slope)
+        self.model_ = model.eval().requires_grad_(False)
+        self.data_ = data
+        return self
+
+    def propose(self, n: int = 128) -> np.ndarray:
+        """``n`` designs: Adam ascent on the untrained MLP from ``config.init`` starts."""
+        self._check_fitted()
+        config = self.config_
+        lr = config.search_lr
+        if lr is None:
+            lr = 0.01 if self.data_.space.is_discrete else 0.001
+        features = self.encoder_.encode_x(self.data_.x)
+        rng = np.random.default_rng([self.seed, 1])
+        starts = starting_points(features, self.data_.y, n, config.init, rng)
+        final = gradient_ascent(self.model_, torch.from_numpy(starts), config.search_steps, lr)
+        return self.encoder_.decode_x(final.numpy())

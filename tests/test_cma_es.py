@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+
+from matchopt.errors import MatchoptError
+from matchopt.methods.cma_es import cma_maximize
+
+
+def concave(x):
+    return -((x - 1.5) ** 2).sum(axis=1)
+
+
+def test_runs_find_the_maximum_and_leave_numpy_alone():
+    np.random.seed(7)
+    x0 = np.zeros((3, 5), dtype=np.float32)
+    best = cma_maximize(concave, x0, sigma0=0.5, max_iterations=100, seeds=np.array([1, 2, 3]))
+    assert best.shape == (3, 5) and best.dtype == np.float32
+    np.testing.assert_allclose(best, 1.5, atol=0.05)
+    assert len({tuple(row) for row in best}) == 3  # different seeds, different runs
+    np.random.seed(7)
+    expected = np.random.rand()
+    np.random.seed(7)
+    cma_maximize(concave, x0, 0.5, 3, np.array([1, 2, 3]))
+    assert np.random.rand() == expected
+
+
+def test_lockstep_runs_equal_sequential_runs():
+    rng = np.random.default_rng(0)
+    x0 = rng.normal(size=(4, 6)).astype(np.float32)
+    seeds = np.array([11, 12, 13, 14])
+    together = cma_maximize(concave, x0, 0.5, 20, seeds)
+    alone = np.concatenate(
+        [cma_maximize(concave, x0[i : i + 1], 0.5, 20, seeds[i : i + 1]) for i in range(4)]
+    )
+    np.testing.assert_array_equal(together, alone)
+
+
+def test_zero_iterations_is_a_clear_error():
+    with pytest.raises(MatchoptError, match="max_iterations"):
+        cma_maximize(concave, np.zeros((1, 2)), 0.5, 0, np.array([1]))
