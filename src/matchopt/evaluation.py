@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import tempfile
@@ -75,8 +76,6 @@ def write_record(out_dir: Path, record: RunRecord, designs: np.ndarray | None = 
     """Write the record (and the designs as .npy beside it), each atomically."""
     path = record_path(out_dir, record)
     if designs is not None:
-        import io
-
         buffer = io.BytesIO()
         np.save(buffer, designs)
         atomic_write_bytes(path.with_suffix(".designs.npy"), buffer.getvalue())

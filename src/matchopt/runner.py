@@ -12,7 +12,7 @@ import numpy as np
 from matchopt import __version__
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import RunRecord, percentile
-from matchopt.methods import get_method_entry, make_method
+from matchopt.methods import make_method
 from matchopt.tasks import Task, load_task
 
 N_DESIGNS = 128
@@ -36,7 +36,6 @@ def run(
         The run record and the designs (n_designs x shape).
     """
     task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
-    get_method_entry(method)
     solver = make_method(method, preset, overrides, seed=seed, progress=progress)
 
     start = time.perf_counter()
