@@ -56,7 +56,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
 from matchopt.models.ntk import ntk_regression_coefficients, relu_ntk, relu_ntk_diag
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points
+from matchopt.search import START_CHOICES, gradient_ascent, starting_points, step_size
 
 
 @dataclass(frozen=True)
@@ -236,12 +236,6 @@ class BDI(Method):
         self.data_ = data
         return self
 
-    def _search_lr(self) -> float:
-        config = self.config_
-        if config.search_lr is not None:
-            return config.search_lr
-        return 0.1 if self.data_.space.is_discrete else 0.001
-
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: Adam on the bidirectional loss from ``config.init`` starts."""
         self._check_fitted()
@@ -264,7 +258,10 @@ class BDI(Method):
             )
 
         final = gradient_ascent(
-            negative_loss, starts.double(), config.search_steps, self._search_lr()
+            negative_loss,
+            starts.double(),
+            config.search_steps,
+            step_size(config.search_lr, self.data_.space.is_discrete, 0.1, 0.001),
         )
         bar.close()
         return self.encoder_.decode_x(final.numpy())

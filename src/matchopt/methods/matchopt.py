@@ -46,7 +46,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
 from matchopt.models.mlp import MLP
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points
+from matchopt.search import START_CHOICES, gradient_ascent, starting_points, step_size
 
 
 @dataclass(frozen=True)
@@ -351,12 +351,6 @@ class MatchOpt(Method):
         self.data_ = data
         return self
 
-    def _search_lr(self) -> float:
-        config = self.config_
-        if config.search_lr is not None:
-            return config.search_lr
-        return 0.01 if self.data_.space.is_discrete else 0.001
-
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: gradient ascent on the surrogate from ``config.init`` starts."""
         self._check_fitted()
@@ -365,7 +359,10 @@ class MatchOpt(Method):
         rng = np.random.default_rng([self.seed, 1])
         starts = starting_points(features, self.data_.y, n, config.init, rng)
         final = gradient_ascent(
-            self.model_, torch.from_numpy(starts), config.search_steps, self._search_lr()
+            self.model_,
+            torch.from_numpy(starts),
+            config.search_steps,
+            step_size(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001),
         )
         return self.encoder_.decode_x(final.numpy())
 
