@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import time
 from typing import Any
 
@@ -62,8 +63,22 @@ def run(
         search_seconds=searched - fitted,
         version=__version__,
         n_designs=n_designs,
+        extra={"environment": environment()},
     )
     return record, designs
+
+
+def environment() -> dict[str, Any]:
+    """Where a run's wall times were measured: they mean little without it."""
+    import torch
+
+    return {
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+    }
 
 
 def _jsonable(config: dict[str, Any]) -> dict[str, Any]:
