@@ -2,6 +2,8 @@
 
     matchopt run [--task T] [--method M] [--seeds 0,1,2,3] [--preset paper|quick]
                  [--data-dir D] [--out DIR] [--set key=value ...] [--json]
+    matchopt bench --tasks T1,T2 --methods M1,M2 --seeds 0,1,2,3 --out DIR [--preset P]
+                   [--backend local|ray] [--workers N] [--ray-address ADDR] [--set key=value ...]
     matchopt tasks [--data-dir D]
     matchopt methods
 
@@ -19,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from matchopt import __version__
+from matchopt.bench import Grid, run_grid
+from matchopt.bench.grid import BACKENDS
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import write_record
 from matchopt.methods import METHODS, get_method_entry
@@ -65,6 +69,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config field, e.g. --set epochs=50 (repeatable)",
     )
     p_run.add_argument("--json", action="store_true", help="stdout: one JSON record per line")
+
+    p_bench = sub.add_parser(
+        "bench", help="run a grid of tasks x methods x seeds; resumable, one record per cell"
+    )
+    p_bench.add_argument("--tasks", required=True, help="comma-separated task names")
+    p_bench.add_argument("--methods", required=True, help="comma-separated method names")
+    p_bench.add_argument("--seeds", default="0,1,2,3", help="comma-separated (default 0,1,2,3)")
+    p_bench.add_argument("--out", required=True, help="results folder (reruns skip its records)")
+    p_bench.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
+    p_bench.add_argument("--backend", default="local", choices=BACKENDS, help="default: local")
+    p_bench.add_argument(
+        "--workers", type=int, default=None, help="cells run at once (default: one per core)"
+    )
+    p_bench.add_argument("--ray-address", default=None, help="Ray cluster (default: start one)")
+    p_bench.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
+    p_bench.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="[METHOD.]KEY=VALUE",
+        help="override a config field of every method that has it, or of one method",
+    )
 
     p_tasks = sub.add_parser("tasks", help="list tasks and whether their data is present")
     p_tasks.add_argument("--data-dir", default=None)
@@ -121,6 +147,36 @@ def summary_table(records) -> str:
     return "\n".join([header, "|---|---|---|---|---|---|---|---|", row])
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    grid = Grid(
+        tasks=_names(args.tasks, "--tasks"),
+        methods=_names(args.methods, "--methods"),
+        seeds=parse_seeds(args.seeds),
+        preset=args.preset,
+        overrides=parse_set_options(args.set),
+    )
+    keep_freed_memory()
+    summary = run_grid(
+        grid,
+        args.out,
+        backend=args.backend,
+        workers=args.workers,
+        data_dir=args.data_dir,
+        ray_address=args.ray_address,
+    )
+    print(summary.text())
+    if summary.interrupted:
+        return 130
+    return 1 if summary.failed else 0
+
+
+def _names(text: str, option: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise MatchoptError(f"{option} needs at least one name")
+    return names
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     print(f"data folder: {data_dir or f'(none: set --data-dir or {DATA_DIR_ENV})'}")
@@ -144,11 +200,13 @@ def cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
+COMMANDS = {"run": cmd_run, "bench": cmd_bench, "tasks": cmd_tasks, "methods": cmd_methods}
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        handler = {"run": cmd_run, "tasks": cmd_tasks, "methods": cmd_methods}[args.command]
-        return handler(args)
+        return COMMANDS[args.command](args)
     except MatchoptError as err:
         print(f"matchopt: error: {err}", file=sys.stderr)
         return 2

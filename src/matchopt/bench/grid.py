@@ -1,0 +1,372 @@
+"""The grid runner: expand tasks x methods x seeds into cells, skip finished ones, run the rest.
+
+A cell is an independent job (:func:`execute_cell`) that returns its outcome to the driver; only
+the driver writes files, atomically (temporary file + rename), so a killed run loses no finished
+cell and leaves no partial record, and a Ray cluster needs no shared filesystem for results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from matchopt import __version__
+from matchopt.errors import MatchoptError
+from matchopt.evaluation import RunRecord, atomic_write_bytes, write_record
+from matchopt.methods import METHODS, get_method_entry
+from matchopt.methods.base import build_config
+from matchopt.tasks import TASKS, load_task, resolve_data_dir
+
+BACKENDS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (task, method, seed) job of a grid, with the method's preset and overrides."""
+
+    task: str
+    method: str
+    seed: int
+    preset: str = "paper"
+    overrides: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}/{self.method}/seed{self.seed}"
+
+    def record_path(self, out: Path) -> Path:
+        return Path(out) / self.task / self.method / f"seed{self.seed}.json"
+
+    def error_path(self, out: Path) -> Path:
+        return Path(out) / self.task / self.method / f"seed{self.seed}.error.json"
+
+
+@dataclass
+class CellOutcome:
+    """What a worker sends back: a record and designs, or an error and its traceback."""
+
+    cell: Cell
+    record: RunRecord | None = None
+    designs: np.ndarray | None = None
+    error: str | None = None
+    traceback: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.record is not None
+
+
+@dataclass
+class Grid:
+    """Tasks x methods x seeds under one preset.
+
+    ``overrides`` maps a config key to a value for every method that has that field, or
+    ``"method.key"`` to a value for one method (the CLI's ``--set``).
+    """
+
+    tasks: Sequence[str]
+    methods: Sequence[str]
+    seeds: Sequence[int]
+    preset: str = "paper"
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def method_overrides(self) -> dict[str, dict[str, str]]:
+        """Per-method overrides; raises for a key no method of the grid has."""
+        per_method: dict[str, dict[str, str]] = {m: {} for m in self.methods}
+        for key, value in self.overrides.items():
+            scope, dot, name = key.rpartition(".")
+            if dot:
+                if scope not in per_method:
+                    raise MatchoptError(f"--set {key}: method {scope!r} is not in the grid")
+                per_method[scope][name] = value
+                continue
+            owners = [m for m in self.methods if _has_field(m, key)]
+            if not owners:
+                raise MatchoptError(
+                    f"--set {key}: no method of the grid has a config field {key!r}"
+                )
+            for m in owners:
+                per_method[m].setdefault(key, value)
+        return per_method
+
+    def cells(self) -> list[Cell]:
+        per_method = self.method_overrides()
+        return [
+            Cell(t, m, int(s), self.preset, tuple(sorted(per_method[m].items())))
+            for t in self.tasks
+            for m in self.methods
+            for s in self.seeds
+        ]
+
+    def validate(self, data_dir: str | os.PathLike | None) -> None:
+        """Fail before any work: unknown names, bad overrides, missing task data."""
+        if not self.tasks or not self.methods or not len(self.seeds):
+            raise MatchoptError("a grid needs at least one task, one method and one seed")
+        for name in self.tasks:
+            if name not in TASKS:
+                raise MatchoptError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")
+        for method, overrides in self.method_overrides().items():
+            build_config(get_method_entry(method), self.preset, overrides)
+        folder = resolve_data_dir(data_dir)
+        for name in self.tasks:
+            task_cls = TASKS[name]
+            if task_cls.data_status(folder) == "missing":
+                raise MatchoptError(task_cls.missing_message(folder))
+
+
+def _has_field(method: str, key: str) -> bool:
+    entry = get_method_entry(method)
+    names = {f.name for f in dataclasses.fields(entry.cls.config_class)}
+    return key in names and key not in entry.fixed
+
+
+def expected_config(cell: Cell) -> dict[str, Any]:
+    """The config a record of this cell must carry (as stored in JSON)."""
+    config = build_config(get_method_entry(cell.method), cell.preset, dict(cell.overrides))
+    return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def finished_record(cell: Cell, out: Path) -> RunRecord | None:
+    """The cell's record if it is already in ``out``; an error if it was made differently."""
+    path = cell.record_path(out)
+    if not path.exists():
+        return None
+    try:
+        record = RunRecord.from_json(path.read_text())
+    except (ValueError, TypeError) as exc:
+        raise MatchoptError(
+            f"{path}: not a readable run record ({exc}); delete it to rerun"
+        ) from None
+    if record.preset != cell.preset or record.config != expected_config(cell):
+        raise MatchoptError(
+            f"{path} was made with another preset or config (preset {record.preset!r}); "
+            "use another --out folder or delete the record"
+        )
+    return record
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker side
+
+
+def execute_cell(cell: Cell, data_dir: str | None, threads: int) -> CellOutcome:
+    """Run one cell and return its outcome; never raises for a failure of the method."""
+    import torch
+
+    from matchopt.runner import run
+
+    torch.set_num_threads(max(1, threads))
+    start = time.perf_counter()
+    try:
+        record, designs = run(
+            _cached_task(cell.task, data_dir),
+            cell.method,
+            cell.seed,
+            cell.preset,
+            dict(cell.overrides),
+        )
+    except Exception as exc:  # a failing cell is recorded and the grid goes on
+        return CellOutcome(
+            cell,
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+            seconds=time.perf_counter() - start,
+        )
+    record.extra["wall_seconds"] = time.perf_counter() - start
+    return CellOutcome(cell, record, designs, seconds=time.perf_counter() - start)
+
+
+@lru_cache(maxsize=4)
+def _cached_task(name: str, data_dir: str | None):
+    # Loading TF-Bind-10 takes seconds; a worker reuses the task for all its cells.
+    return load_task(name, data_dir)
+
+
+def init_worker(threads: int) -> None:
+    """Process-pool initializer: limit BLAS/OpenMP threads so workers do not oversubscribe."""
+    import torch
+
+    from matchopt.runtime import keep_freed_memory
+
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    torch.set_num_threads(threads)
+    keep_freed_memory()
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver side
+
+
+@dataclass
+class GridSummary:
+    """Counts and outcomes of one ``run_grid`` call."""
+
+    out: Path
+    total: int
+    skipped: list[Cell] = field(default_factory=list)
+    finished: list[CellOutcome] = field(default_factory=list)
+    failed: list[CellOutcome] = field(default_factory=list)
+    interrupted: bool = False
+    records: list[RunRecord] = field(default_factory=list)
+    """Records of the grid's finished cells, from this run and earlier ones."""
+
+    def table(self) -> str:
+        """Mean +- std (population) of p100 and p50 over the seeds done, per task and method."""
+        groups: dict[tuple[str, str], list[RunRecord]] = {}
+        for record in self.records:
+            groups.setdefault((record.task, record.method), []).append(record)
+        lines = [
+            "| task | method | seeds | p100 | p50 | seconds / seed |",
+            "|---|---|---|---|---|---|",
+        ]
+        for (task, method), records in sorted(groups.items()):
+            p100 = [r.p100 for r in records]
+            p50 = [r.p50 for r in records]
+            lines.append(
+                f"| {task} | {method} | {len(records)} | {np.mean(p100):.3f} +- {np.std(p100):.3f} "
+                f"| {np.mean(p50):.3f} +- {np.std(p50):.3f} "
+                f"| {np.mean([r.wall_seconds for r in records]):.1f} |"
+            )
+        return "\n".join(lines)
+
+    def text(self) -> str:
+        lines = [self.table(), ""] if self.records else []
+        lines += [
+            f"grid: {self.total} cells  finished {len(self.finished)}  "
+            f"skipped (already done) {len(self.skipped)}  failed {len(self.failed)}"
+            + ("  INTERRUPTED" if self.interrupted else "")
+        ]
+        for outcome in self.failed:
+            lines.append(
+                f"  FAILED {outcome.cell.name}: {outcome.error}  "
+                f"(traceback: {outcome.cell.error_path(self.out)})"
+            )
+        pending = self.total - len(self.skipped) - len(self.finished) - len(self.failed)
+        if self.failed or pending:
+            lines.append("rerun the same command to retry failed and unfinished cells")
+        lines.append(f"records in {self.out}; tables: matchopt report {self.out}")
+        return "\n".join(lines)
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def run_grid(
+    grid: Grid,
+    out: str | os.PathLike,
+    backend: str = "local",
+    workers: int | None = None,
+    data_dir: str | os.PathLike | None = None,
+    ray_address: str | None = None,
+    progress: bool = True,
+) -> GridSummary:
+    """Run every unfinished cell of ``grid`` and write its record (or error) under ``out``.
+
+    Args:
+        grid: the cells to run.
+        out: results folder (``<out>/<task>/<method>/seed<k>.json``).
+        backend: ``"local"`` (process pool; ``workers=1`` runs in this process) or ``"ray"``.
+        workers: concurrent cells (default: one per core). Each gets cores // workers threads.
+        data_dir: design-bench data folder (default ``$MATCHOPT_DATA_DIR``).
+        ray_address: Ray cluster address; ``None`` starts a local Ray instance.
+        progress: show a progress bar over cells (with ETA) on stderr.
+    """
+    if backend not in BACKENDS:
+        raise MatchoptError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    workers = default_workers() if workers is None else int(workers)
+    if workers < 1:
+        raise MatchoptError(f"--workers {workers}: needs at least 1")
+    grid.validate(data_dir)
+    out = Path(out)
+    folder = resolve_data_dir(data_dir)
+    data_dir_text = str(folder) if folder is not None else None
+    cells = grid.cells()
+    summary = GridSummary(out=out, total=len(cells))
+    todo = []
+    for cell in cells:
+        record = finished_record(cell, out)
+        if record is not None:
+            summary.skipped.append(cell)
+            summary.records.append(record)
+        else:
+            todo.append(cell)
+    _remove_stale_temporaries(out, todo)
+
+    threads = max(1, (os.cpu_count() or 1) // min(workers, max(1, len(todo))))
+    bar = tqdm(
+        total=len(cells),
+        initial=len(summary.skipped),
+        desc="grid",
+        unit="cell",
+        disable=not progress,
+        dynamic_ncols=True,
+    )
+
+    def collect(outcome: CellOutcome) -> None:
+        store_outcome(outcome, out)
+        (summary.finished if outcome.ok else summary.failed).append(outcome)
+        if outcome.ok:
+            summary.records.append(outcome.record)
+        bar.update(1)
+        bar.set_postfix(failed=len(summary.failed), last=outcome.cell.name, refresh=False)
+
+    try:
+        if not todo:
+            pass
+        elif backend == "ray":
+            from matchopt.bench.backends import run_ray
+
+            run_ray(todo, data_dir_text, workers, threads, ray_address, collect)
+        else:
+            from matchopt.bench.backends import run_local
+
+            run_local(todo, data_dir_text, workers, threads, collect)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        bar.close()
+    return summary
+
+
+def store_outcome(outcome: CellOutcome, out: Path) -> None:
+    """Write a finished cell's record and designs, or a failed cell's error file."""
+    cell = outcome.cell
+    if outcome.ok:
+        write_record(out, outcome.record, outcome.designs)
+        cell.error_path(out).unlink(missing_ok=True)
+        return
+    payload = {
+        "cell": dataclasses.asdict(cell),
+        "error": outcome.error,
+        "traceback": outcome.traceback,
+        "seconds": outcome.seconds,
+        "version": __version__,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    atomic_write_bytes(cell.error_path(out), json.dumps(payload, indent=1).encode())
+
+
+def _remove_stale_temporaries(out: Path, cells: list[Cell]) -> None:
+    # A run killed during a write leaves ".seed<k>.json.*.tmp" files; they are never records.
+    for folder in {cell.record_path(out).parent for cell in cells}:
+        if folder.is_dir():
+            for tmp in folder.glob(".seed*.tmp"):
+                tmp.unlink(missing_ok=True)
+
+
+def known_methods() -> list[str]:
+    return list(METHODS)

@@ -1,0 +1,651 @@
+"""Run records -> tables and figures (the paper's Tables 1-6 and 9, Figures 3 and 5).
+
+A results folder holds ``<task>/<method>/seed<k>.json`` records (at any depth). Everything here
+is computed from the 128 normalized scores kept in each record, so any percentile can be
+reported; percentiles are nearest-rank (:func:`matchopt.evaluation.percentile`).
+
+Ranks follow the protocol: per task, methods are ranked by their mean score over seeds (1 = best,
+ties share the better rank), and the mean normalized rank is
+
+    MNR(method) = mean over tasks t of rank_t(method) / n_t,
+
+with n_t the number of methods ranked on task t (lower is better). A method missing on a task
+is not ranked there, and its MNR averages over the tasks it has.
+
+Text output is deterministic: tasks and methods sorted by name, scores with 3 decimals and
+seconds with 1, so two reports of the same records are byte-identical.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import numbers
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from matchopt.errors import MatchoptError
+from matchopt.evaluation import RunRecord, percentile
+
+FORMATS = ("md", "latex", "csv")
+ABLATION_METHODS = ("matchopt", "matchopt-noreg")
+CURVE_PERCENTILES = tuple(range(101))
+
+_SCORE = "{:.3f}"
+_SECONDS = "{:.1f}"
+_RECORD_NAME = re.compile(r"^seed(\d+)\.json$")
+_FRAME_COLUMNS = ["task", "method", "seed", "preset", "q", "score", "p100", "p50", "wall_seconds"]
+_CSV_COLUMNS = ["metric", "task", "method", "q", "mean", "std", "n_seeds", "rank", "mnr"]
+
+
+# --------------------------------------------------------------------------- loading records
+
+
+def load_records(results_dir: str | Path) -> list[RunRecord]:
+    """Read every ``<task>/<method>/seed<k>.json`` record under ``results_dir``, recursively.
+
+    Files with other names (``seed<k>.error.json`` left by failed grid cells, ``.designs.npy``,
+    temporary files) are ignored.
+
+    Args:
+        results_dir: Folder of records, at any depth below it.
+
+    Returns:
+        The records, sorted by (task, method, seed).
+
+    Raises:
+        MatchoptError: If the folder does not exist or holds no record, a record cannot be read,
+            its path disagrees with its contents, or two files hold the same (task, method, seed).
+    """
+    root = Path(results_dir)
+    if not root.exists():
+        raise MatchoptError(f"results folder {root} does not exist")
+    if not root.is_dir():
+        raise MatchoptError(f"results folder {root} is not a folder")
+    records: list[RunRecord] = []
+    seen: dict[tuple[str, str, int], Path] = {}
+    for path in sorted(root.rglob("seed*.json")):
+        match = _RECORD_NAME.match(path.name)
+        if match is None or not path.is_file():
+            continue
+        record = _read_record(path)
+        # The layout is the index of a results folder; a record copied to another seed's or
+        # method's file would silently count twice, so path and contents must agree.
+        expected = (path.parent.parent.name, path.parent.name, int(match.group(1)))
+        if (record.task, record.method, record.seed) != expected:
+            raise MatchoptError(
+                f"{path}: record is for task {record.task!r}, method {record.method!r}, seed "
+                f"{record.seed}, but its path says task {expected[0]!r}, method "
+                f"{expected[1]!r}, seed {expected[2]}"
+            )
+        key = (record.task, record.method, record.seed)
+        if key in seen:
+            raise MatchoptError(
+                f"two records for task {key[0]!r}, method {key[1]!r}, seed {key[2]}: "
+                f"{seen[key]} and {path}; report on a folder holding only one of them"
+            )
+        seen[key] = path
+        records.append(record)
+    if not records:
+        raise MatchoptError(f"no run records (<task>/<method>/seed<k>.json) under {root}")
+    return sorted(records, key=lambda r: (r.task, r.method, r.seed))
+
+
+def _read_record(path: Path) -> RunRecord:
+    try:
+        record = RunRecord.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError) as err:  # JSON and UTF-8 errors are ValueErrors
+        raise MatchoptError(f"{path}: not a readable run record ({err})") from None
+    problem = _record_problem(record)
+    if problem:
+        raise MatchoptError(f"{path}: not a readable run record ({problem})")
+    return record
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _record_problem(record: RunRecord) -> str | None:
+    if not isinstance(record.task, str) or not isinstance(record.method, str):
+        return "task and method must be strings"
+    if not isinstance(record.seed, int) or isinstance(record.seed, bool):
+        return f"seed {record.seed!r} is not an integer"
+    if not isinstance(record.scores, list) or not record.scores:
+        return "scores must be a non-empty list"
+    if not all(_is_number(s) for s in record.scores):
+        return "scores must all be numbers"
+    for name in ("p100", "p50", "fit_seconds", "search_seconds"):
+        if not _is_number(getattr(record, name)):
+            return f"{name} {getattr(record, name)!r} is not a number"
+    return None
+
+
+# --------------------------------------------------------------------------- frames and ranks
+
+
+def check_percentiles(percentiles: Iterable[float]) -> tuple[float, ...]:
+    """Validate percentiles (numbers within 0..100); returns them as floats, duplicates dropped.
+
+    Raises:
+        MatchoptError: If one is not a number in 0..100, or none is given.
+    """
+    if isinstance(percentiles, (str, bytes)) or _is_number(percentiles):
+        raise MatchoptError(f"percentiles {percentiles!r}: expected a list of numbers in 0..100")
+    checked: list[float] = []
+    for q in percentiles:
+        if not _is_number(q) or not math.isfinite(q) or not 0 <= q <= 100:
+            raise MatchoptError(f"percentile {q!r} is not a number within 0..100")
+        if float(q) not in checked:
+            checked.append(float(q))
+    if not checked:
+        raise MatchoptError("no percentile given; expected numbers within 0..100, e.g. 100,50")
+    return tuple(checked)
+
+
+def records_frame(
+    records: Sequence[RunRecord], percentiles: Iterable[float] = (100, 50)
+) -> pd.DataFrame:
+    """Long-form table of records: one row per record and percentile.
+
+    Args:
+        records: Run records.
+        percentiles: Percentiles q (0..100) of each record's scores to compute.
+
+    Returns:
+        Columns task, method, seed, preset, q, score (nearest-rank q-th percentile of the stored
+        scores), p100, p50 (as stored), wall_seconds (fit + search); sorted by q (in the given
+        order), task, method, seed.
+    """
+    qs = check_percentiles(percentiles)
+    ordered = sorted(records, key=lambda r: (r.task, r.method, r.seed))
+    rows = [
+        [r.task, r.method, r.seed, r.preset, q, percentile(r.scores, q), r.p100, r.p50]
+        + [float(r.wall_seconds)]
+        for q in qs
+        for r in ordered
+    ]
+    frame = pd.DataFrame(rows, columns=_FRAME_COLUMNS)
+    return frame.astype({"seed": "int64", "q": "float64", "score": "float64"})
+
+
+def summarize(frame: pd.DataFrame, value: str = "score") -> pd.DataFrame:
+    """Mean, population std (ddof=0) and count over seeds of one column of a records frame.
+
+    Args:
+        frame: A :func:`records_frame`.
+        value: The column to summarize (``score`` or ``wall_seconds``).
+
+    Returns:
+        Columns q, task, method, mean, std, n_seeds; one row per (q, task, method) with records.
+    """
+    grouped = frame.groupby(["q", "task", "method"], sort=True)[value]
+    stats = pd.DataFrame(
+        {"mean": grouped.mean(), "std": grouped.std(ddof=0), "n_seeds": grouped.size()}
+    )
+    return stats.reset_index()
+
+
+def mean_matrix(summary: pd.DataFrame, q: float) -> pd.DataFrame:
+    """Task x method matrix of mean scores at percentile ``q`` (NaN where a method is missing)."""
+    rows = summary[summary["q"] == float(q)]
+    matrix = rows.pivot(index="task", columns="method", values="mean")
+    return matrix.sort_index(axis=0).sort_index(axis=1)
+
+
+def rank_methods(means: pd.DataFrame) -> pd.DataFrame:
+    """Rank methods per task: 1 = highest mean, ties share the better (smaller) rank.
+
+    Args:
+        means: Task x method mean scores; NaN where a method has no records on a task.
+
+    Returns:
+        Task x method ranks (floats, NaN where the mean is missing).
+    """
+    # Means of equal seed scores summed in another order can differ in the last bit; rounding
+    # far below any reported digit lets them tie, as the protocol intends.
+    return means.astype(float).round(12).rank(axis=1, method="min", ascending=False)
+
+
+def mean_normalized_rank(means: pd.DataFrame) -> pd.Series:
+    """MNR(method) = mean over tasks of rank / number of methods ranked on that task.
+
+    Args:
+        means: Task x method mean scores (NaN where a method is missing on a task).
+
+    Returns:
+        MNR per method (lower is better), indexed like ``means.columns``; NaN for a method with
+        no mean on any task.
+    """
+    ranks = rank_methods(means)
+    normalized = ranks.div(ranks.count(axis=1), axis=0)
+    return normalized.mean(axis=0, skipna=True).rename("mnr")
+
+
+def percentile_curves(
+    records: Sequence[RunRecord], percentiles: Iterable[float] = CURVE_PERCENTILES
+) -> pd.DataFrame:
+    """MNR and mean normalized score of every method at each percentile (paper Fig. 3).
+
+    Returns:
+        Columns q, method, mnr, mean_score; ``mean_score`` averages, over the tasks a method
+        has, its mean score over seeds on each task.
+    """
+    summary = summarize(records_frame(records, percentiles))
+    parts = []
+    for q in check_percentiles(percentiles):
+        means = mean_matrix(summary, q)
+        parts.append(
+            pd.DataFrame(
+                {
+                    "q": q,
+                    "method": means.columns,
+                    "mnr": mean_normalized_rank(means).to_numpy(),
+                    "mean_score": means.mean(axis=0, skipna=True).to_numpy(),
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def rank_distribution(
+    records: Sequence[RunRecord], percentiles: Iterable[float] = (100, 50)
+) -> pd.DataFrame:
+    """Each method's rank on each task at each percentile (paper Fig. 5).
+
+    Returns:
+        Columns q, task, method, rank, n_ranked (methods ranked on that task); ranked cells only.
+    """
+    summary = summarize(records_frame(records, percentiles))
+    parts = []
+    for q in check_percentiles(percentiles):
+        ranks = rank_methods(mean_matrix(summary, q))
+        long = ranks.stack().dropna().rename("rank").reset_index()
+        long["n_ranked"] = long["task"].map(ranks.count(axis=1)).astype("int64")
+        long.insert(0, "q", q)
+        parts.append(long)
+    return pd.concat(parts, ignore_index=True)[["q", "task", "method", "rank", "n_ranked"]]
+
+
+def runtime_summary(records: Sequence[RunRecord]) -> pd.DataFrame:
+    """Wall seconds (fit + search) per seed: columns task, method, mean, std, n_seeds."""
+    summary = summarize(records_frame(records, (100,)), value="wall_seconds")
+    return summary.drop(columns="q")
+
+
+# --------------------------------------------------------------------------- text tables
+
+
+def _escape_latex(text: str) -> str:
+    return re.sub(r"([_&%$#{}])", r"\\\1", text)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _seed_note(n: int) -> str:
+    return f"[{_count(n, 'seed')}]"
+
+
+def _usual_count(counts: Iterable[int]) -> int:
+    """The most common seed count (the larger on a tie): cells with another count get marked."""
+    tally = Counter(counts)
+    return max(tally, key=lambda n: (tally[n], n)) if tally else 0
+
+
+class _Style:
+    """Markup of one output format for the shared table layout."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.pm = " $\\pm$ " if fmt == "latex" else " ± "
+        self.missing = "--" if fmt == "latex" else "–"
+
+    def bold(self, text: str) -> str:
+        return f"\\textbf{{{text}}}" if self.fmt == "latex" else f"**{text}**"
+
+    def name(self, text: str) -> str:
+        return _escape_latex(text) if self.fmt == "latex" else text
+
+    def table(self, title: str, header: list[str], rows: list[list[str]], notes: str) -> str:
+        if self.fmt == "latex":
+            lines = [f"% {title}", f"% {notes}"]
+            lines.append("\\begin{tabular}{l" + "c" * (len(header) - 1) + "}")
+            lines += ["\\toprule", " & ".join(header) + " \\\\", "\\midrule"]
+            lines += [" & ".join(row) + " \\\\" for row in rows]
+            lines += ["\\bottomrule", "\\end{tabular}"]
+            return "\n".join(lines)
+        lines = [f"## {title}", "", "| " + " | ".join(header) + " |"]
+        lines.append("|" + "---|" * len(header))
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines + ["", notes])
+
+    def note(self, text: str) -> str:
+        return f"% {text}" if self.fmt == "latex" else text
+
+
+def _score_cell(style: _Style, mean: float, std: float, best: bool) -> str:
+    text = _SCORE.format(mean) + style.pm + _SCORE.format(std)
+    return style.bold(text) if best else text
+
+
+def _score_table(style: _Style, summary: pd.DataFrame, q: float) -> str:
+    rows_q = summary[summary["q"] == q]
+    means = mean_matrix(summary, q)
+    ranks = rank_methods(means)
+    mnr = mean_normalized_rank(means)
+    usual = _usual_count(rows_q["n_seeds"])
+    cells = rows_q.set_index(["task", "method"])
+    tasks, methods = list(means.index), list(means.columns)
+    rows = []
+    for method in methods:
+        row = [style.name(method)]
+        for task in tasks:
+            if (task, method) not in cells.index:
+                row.append(style.missing)
+                continue
+            cell = cells.loc[(task, method)]
+            rank = ranks.loc[task, method]
+            best = not math.isnan(rank) and rank == 1
+            text = _score_cell(style, cell["mean"], cell["std"], best)
+            text += f" ({int(rank)})" if not math.isnan(rank) else ""
+            if int(cell["n_seeds"]) != usual:
+                text += " " + _seed_note(int(cell["n_seeds"]))
+            row.append(text)
+        row.append(_SCORE.format(mnr[method]))
+        rows.append(row)
+    header = ["Method"] + [style.name(t) for t in tasks] + ["MNR"]
+    title = f"Normalized score, percentile {q:g} of each run's designs"
+    notes = (
+        f"Cells: mean{style.pm}std over seeds (population std) and (rank on the task: 1 = best, "
+        f"ties share the better rank); bold: best mean on the task; {usual} seeds per cell "
+        "unless marked. MNR: mean over tasks of rank / number of methods ranked on the task "
+        "(lower is better)."
+    )
+    return style.table(title, header, rows, notes)
+
+
+def _ablation_table(style: _Style, summary: pd.DataFrame, qs: tuple[float, ...]) -> str:
+    full, noreg = ABLATION_METHODS
+    present = set(summary["method"])
+    title = f"Ablation: {full} vs {noreg} (no value regularizer)"
+    if full not in present or noreg not in present:
+        missing = ", ".join(m for m in ABLATION_METHODS if m not in present)
+        if style.fmt == "latex":
+            return style.note(f"{title}: skipped, no records for {missing}.")
+        return f"## {title}\n\nSkipped: no records for {missing}."
+    cells = summary.set_index(["q", "task", "method"])
+    usual = _usual_count(summary[summary["method"].isin(ABLATION_METHODS)]["n_seeds"])
+    tasks = sorted(set(summary.loc[summary["method"].isin(ABLATION_METHODS), "task"]))
+    header = ["Task"]
+    for q in qs:
+        header += [f"{style.name(full)} (p{q:g})", f"{style.name(noreg)} (p{q:g})"]
+    rows = []
+    for task in tasks:
+        row = [style.name(task)]
+        for q in qs:
+            pair = [
+                cells.loc[(q, task, m)] if (q, task, m) in cells.index else None
+                for m in ABLATION_METHODS
+            ]
+            # Rounded as in rank_methods, so that equal means tie (both bold).
+            top = max((round(c["mean"], 12) for c in pair if c is not None), default=math.nan)
+            for cell in pair:
+                if cell is None:
+                    row.append(style.missing)
+                    continue
+                both = all(c is not None for c in pair)
+                text = _score_cell(
+                    style, cell["mean"], cell["std"], both and round(cell["mean"], 12) >= top
+                )
+                if int(cell["n_seeds"]) != usual:
+                    text += " " + _seed_note(int(cell["n_seeds"]))
+                row.append(text)
+        rows.append(row)
+    notes = (
+        f"Cells: mean{style.pm}std over seeds of the normalized score at percentile q (pq); "
+        f"bold: the better of the two; {usual} seeds per cell unless marked."
+    )
+    return style.table(title, header, rows, notes)
+
+
+def _runtime_table(style: _Style, runtime: pd.DataFrame) -> str:
+    means = runtime.pivot(index="method", columns="task", values="mean")
+    counts = runtime.pivot(index="method", columns="task", values="n_seeds")
+    means, counts = means.sort_index().sort_index(axis=1), counts.sort_index().sort_index(axis=1)
+    usual = _usual_count(runtime["n_seeds"])
+    rows = []
+    for method in means.index:
+        row = [style.name(method)]
+        for task in means.columns:
+            mean = means.loc[method, task]
+            if math.isnan(mean):
+                row.append(style.missing)
+                continue
+            text = _SECONDS.format(mean)
+            n = int(counts.loc[method, task])
+            row.append(text + (" " + _seed_note(n) if n != usual else ""))
+        rows.append(row)
+    header = ["Method"] + [style.name(t) for t in means.columns]
+    title = "Runtime: mean wall seconds per seed (fit + search)"
+    notes = f"Seconds measured where each run ran; {usual} seeds per cell unless marked."
+    return style.table(title, header, rows, notes)
+
+
+def _csv_report(summary: pd.DataFrame, runtime: pd.DataFrame, qs: tuple[float, ...]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(_CSV_COLUMNS)
+    for q in qs:
+        means = mean_matrix(summary, q)
+        ranks, mnr = rank_methods(means), mean_normalized_rank(means)
+        rows_q = summary[summary["q"] == q].sort_values(["task", "method"])
+        for cell in rows_q.itertuples(index=False):
+            rank = ranks.loc[cell.task, cell.method]
+            writer.writerow(
+                [
+                    "score",
+                    cell.task,
+                    cell.method,
+                    f"{q:g}",
+                    _SCORE.format(cell.mean),
+                    _SCORE.format(cell.std),
+                    int(cell.n_seeds),
+                    "" if math.isnan(rank) else int(rank),
+                    _SCORE.format(mnr[cell.method]),
+                ]
+            )
+    for cell in runtime.sort_values(["task", "method"]).itertuples(index=False):
+        writer.writerow(
+            [
+                "wall_seconds",
+                cell.task,
+                cell.method,
+                "",
+                _SECONDS.format(cell.mean),
+                _SECONDS.format(cell.std),
+                int(cell.n_seeds),
+                "",
+                "",
+            ]
+        )
+    return buffer.getvalue()
+
+
+def _filter(records: list[RunRecord], field: str, wanted: Sequence[str] | None) -> list[RunRecord]:
+    if wanted is None:
+        return records
+    have = {getattr(r, field) for r in records}
+    unknown = [w for w in wanted if w not in have]
+    if unknown:
+        raise MatchoptError(
+            f"no records for {field} {', '.join(map(repr, unknown))}; "
+            f"the records have: {', '.join(sorted(have))}"
+        )
+    return [r for r in records if getattr(r, field) in set(wanted)]
+
+
+def write_report(
+    results_dir: str | Path,
+    percentiles: Iterable[float] = (100, 50),
+    fmt: str = "md",
+    plots_dir: str | Path | None = None,
+    *,
+    tasks: Sequence[str] | None = None,
+    methods: Sequence[str] | None = None,
+    runtime: bool = True,
+) -> str:
+    """Tables (and optionally figures) of the records under ``results_dir``.
+
+    Args:
+        results_dir: Folder of ``<task>/<method>/seed<k>.json`` records.
+        percentiles: Percentiles (0..100) of each run's scores to tabulate, in this order.
+        fmt: ``md`` (GitHub markdown), ``latex`` (booktabs tabulars) or ``csv`` (one table,
+            columns metric, task, method, q, mean, std, n_seeds, rank, mnr).
+        plots_dir: If given, figures (PNG) and their numbers (CSV) are written there.
+        tasks: Only these tasks (default: all with records).
+        methods: Only these methods (default: all with records); ranks are among them.
+        runtime: Include the runtime table (wall seconds differ between reruns of the same grid).
+
+    Returns:
+        The report text: a score table per percentile, the MATCH-OPT ablation and the runtime.
+
+    Raises:
+        MatchoptError: On a bad format or percentile, or unreadable or missing records.
+    """
+    if fmt not in FORMATS:
+        raise MatchoptError(f"report format {fmt!r} is not one of {', '.join(FORMATS)}")
+    qs = check_percentiles(percentiles)
+    records = load_records(results_dir)
+    records = _filter(_filter(records, "task", tasks), "method", methods)
+    summary = summarize(records_frame(records, qs))
+    times = runtime_summary(records)
+    if plots_dir is not None:
+        write_figures(records, plots_dir, qs)
+    if fmt == "csv":
+        return _csv_report(summary, times if runtime else times.iloc[:0], qs)
+    style = _Style(fmt)
+    presets = ", ".join(sorted({r.preset for r in records}))
+    intro = (
+        f"{_count(len(records), 'run')}, {_count(summary['task'].nunique(), 'task')}, "
+        f"{_count(summary['method'].nunique(), 'method')} (presets: {presets}); scores are "
+        "normalized oracle values of each run's designs, nearest-rank percentiles."
+    )
+    parts = ["# matchopt report\n\n" + intro if fmt == "md" else style.note(intro)]
+    parts += [_score_table(style, summary, q) for q in qs]
+    parts.append(_ablation_table(style, summary, qs))
+    if runtime:
+        parts.append(_runtime_table(style, times))
+    return "\n\n".join(parts) + "\n"
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _method_colour(i: int) -> tuple[float, float, float, float]:
+    from matplotlib import colormaps
+
+    return colormaps["tab20"](i)
+
+
+def _new_figure(width: float, height: float, ncols: int = 1):
+    # The object-oriented API with an explicit Agg canvas: no pyplot global state, and the
+    # caller's matplotlib backend is left alone.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, ncols, squeeze=False)[0]
+    return figure, axes
+
+
+def write_figures(
+    records: Sequence[RunRecord], plots_dir: str | Path, percentiles: Iterable[float] = (100, 50)
+) -> list[Path]:
+    """Write the figures as PNG, each with its numbers as a CSV of the same name beside it.
+
+    - ``percentile_curves``: MNR and mean normalized score of every method at every percentile
+      0..100 (paper Fig. 3); the numbers of :func:`percentile_curves`.
+    - ``rank_distribution``: box plots of each method's rank across tasks at each requested
+      percentile (paper Fig. 5); the numbers of :func:`rank_distribution`.
+    - ``runtime``: mean wall seconds per seed of each method on each task (log scale); the
+      numbers of :func:`runtime_summary`.
+
+    Args:
+        records: Run records.
+        plots_dir: Output folder (created if missing).
+        percentiles: Percentiles for the rank distribution.
+
+    Returns:
+        Paths written (PNG and CSV).
+    """
+    qs = check_percentiles(percentiles)
+    out = Path(plots_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise MatchoptError(f"cannot create the plots folder {out}: {err}") from None
+    written: list[Path] = []
+
+    def save(figure, frame: pd.DataFrame, stem: str) -> None:
+        frame.to_csv(out / f"{stem}.csv", index=False, lineterminator="\n")
+        figure.savefig(out / f"{stem}.png", dpi=120)
+        written.extend([out / f"{stem}.png", out / f"{stem}.csv"])
+
+    curves = percentile_curves(records)
+    figure, (ax_mnr, ax_score) = _new_figure(11, 4.2, ncols=2)
+    for i, (method, rows) in enumerate(curves.groupby("method", sort=True)):
+        # Up to 20 methods get their own colour (the default cycle repeats after 10).
+        style = {"color": _method_colour(i % 20), "linestyle": "-" if i < 20 else "--"}
+        ax_mnr.plot(rows["q"], rows["mnr"], label=method, **style)
+        ax_score.plot(rows["q"], rows["mean_score"], label=method, **style)
+    ax_mnr.set(
+        xlabel="percentile of a run's designs",
+        ylabel="mean normalized rank (lower is better)",
+        title="MNR by percentile",
+    )
+    ax_score.set(
+        xlabel="percentile of a run's designs",
+        ylabel="mean normalized score",
+        title="Mean normalized score by percentile",
+    )
+    ax_score.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
+    save(figure, curves, "percentile_curves")
+
+    ranks = rank_distribution(records, qs)
+    figure, axes = _new_figure(
+        max(4.5, 0.45 * ranks["method"].nunique() + 1.5) * len(qs), 4.2, ncols=len(qs)
+    )
+    for ax, q in zip(axes, qs):
+        rows = ranks[ranks["q"] == q]
+        names = sorted(rows["method"].unique())
+        ax.boxplot([rows.loc[rows["method"] == m, "rank"].to_numpy() for m in names])
+        ax.set_xticks(range(1, len(names) + 1), names, rotation=60, ha="right")
+        ax.set(ylabel="rank on a task (1 = best)", title=f"Ranks across tasks, percentile {q:g}")
+        ax.invert_yaxis()
+    save(figure, ranks, "rank_distribution")
+
+    times = runtime_summary(records)
+    methods = sorted(times["method"].unique())
+    tasks = sorted(times["task"].unique())
+    figure, (ax,) = _new_figure(max(6.0, 0.5 * len(methods) + 2), 4.2)
+    width = 0.8 / len(tasks)
+    for i, task in enumerate(tasks):
+        rows = times[times["task"] == task].set_index("method").reindex(methods)
+        positions = np.arange(len(methods)) + (i - (len(tasks) - 1) / 2) * width
+        ax.bar(positions, rows["mean"].to_numpy(), width, label=task)
+    ax.set_xticks(range(len(methods)), methods, rotation=60, ha="right")
+    if (times["mean"] > 0).all():
+        ax.set_yscale("log")  # runtimes span orders of magnitude across methods
+    ax.set(ylabel="wall seconds per seed (fit + search)", title="Runtime")
+    ax.legend(fontsize="small")
+    save(figure, times, "runtime")
+    return written

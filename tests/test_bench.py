@@ -1,0 +1,212 @@
+"""The grid runner: cells, skipping finished cells, failures, kill-and-resume, Ray backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from matchopt.bench import Grid, run_grid
+from matchopt.bench.grid import Cell, finished_record
+from matchopt.errors import MatchoptError
+from matchopt.evaluation import RunRecord
+from matchopt.methods import METHODS, MethodEntry
+from matchopt.methods.random_designs import RandomDesigns
+
+GRID_ARGS = [
+    "--tasks", "potts,styblinski-tang",
+    "--methods", "random,untrained,matchopt",
+    "--seeds", "0,1",
+    "--preset", "quick",
+]  # fmt: skip
+
+
+def _records(out: Path) -> dict[str, dict]:
+    """Everything in a record that does not depend on timing, by cell path."""
+    found = {}
+    for path in sorted(out.rglob("seed*.json")):
+        if path.name.endswith(".error.json"):
+            continue
+        record = json.loads(path.read_text())
+        for timing in ("fit_seconds", "search_seconds", "extra"):
+            record.pop(timing)
+        found[str(path.relative_to(out))] = record
+    return found
+
+
+def _bench(out: Path, *extra: str, **kwargs) -> subprocess.Popen:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.Popen(
+        [sys.executable, "-m", "matchopt.cli", "bench", *GRID_ARGS, "--out", str(out), *extra],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kwargs,
+    )
+
+
+def test_cells_expand_grid_and_scope_overrides():
+    grid = Grid(
+        tasks=["potts"],
+        methods=["matchopt", "random"],
+        seeds=[0, 1],
+        overrides={"epochs": "3", "matchopt.kappa": "2"},
+    )
+    cells = grid.cells()
+    assert [c.name for c in cells] == [
+        "potts/matchopt/seed0",
+        "potts/matchopt/seed1",
+        "potts/random/seed0",
+        "potts/random/seed1",
+    ]
+    assert cells[0].overrides == (("epochs", "3"), ("kappa", "2"))
+    assert cells[2].overrides == ()  # random has no epochs field
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"nonsense": "1"}, "no method of the grid"),
+        ({"coms.epochs": "1"}, "not in the grid"),
+        ({"epochs": "many"}, "cannot read"),
+    ],
+)
+def test_bad_overrides_fail_before_any_work(tmp_path, overrides, message):
+    grid = Grid(tasks=["potts"], methods=["matchopt"], seeds=[0], overrides=overrides)
+    with pytest.raises(MatchoptError, match=message):
+        run_grid(grid, tmp_path, workers=1, progress=False)
+    assert not any(tmp_path.iterdir())
+
+
+def test_unknown_names_and_backend(tmp_path):
+    with pytest.raises(MatchoptError, match="unknown task"):
+        run_grid(Grid(["nope"], ["random"], [0]), tmp_path, progress=False)
+    with pytest.raises(MatchoptError, match="unknown method"):
+        run_grid(Grid(["potts"], ["nope"], [0]), tmp_path, progress=False)
+    with pytest.raises(MatchoptError, match="unknown backend"):
+        run_grid(Grid(["potts"], ["random"], [0]), tmp_path, backend="slurm", progress=False)
+
+
+def test_rerun_skips_finished_cells_and_rejects_other_configs(tmp_path):
+    grid = Grid(tasks=["potts"], methods=["random"], seeds=[0, 1], preset="quick")
+    first = run_grid(grid, tmp_path, workers=1, progress=False)
+    assert len(first.finished) == 2 and not first.failed
+    path = Cell("potts", "random", 0, "quick").record_path(tmp_path)
+    stamp = path.stat().st_mtime_ns
+    second = run_grid(grid, tmp_path, workers=1, progress=False)
+    assert len(second.skipped) == 2 and not second.finished
+    assert path.stat().st_mtime_ns == stamp
+    assert "| potts | random | 2 |" in second.text()
+
+    other = Grid(tasks=["potts"], methods=["random"], seeds=[0], preset="paper")
+    with pytest.raises(MatchoptError, match="another preset or config"):
+        run_grid(other, tmp_path, workers=1, progress=False)
+
+
+def test_unreadable_record_is_named(tmp_path):
+    cell = Cell("potts", "random", 0, "quick")
+    cell.record_path(tmp_path).parent.mkdir(parents=True)
+    cell.record_path(tmp_path).write_text("{not json")
+    with pytest.raises(MatchoptError, match="seed0.json: not a readable run record"):
+        finished_record(cell, tmp_path)
+
+
+class _Exploding(RandomDesigns):
+    def fit(self, data):
+        raise RuntimeError("boom in fit")
+
+
+def test_failing_cell_records_error_and_others_go_on(tmp_path, monkeypatch):
+    monkeypatch.setitem(METHODS, "exploding", MethodEntry(_Exploding, "fails on purpose"))
+    grid = Grid(tasks=["potts"], methods=["exploding", "random"], seeds=[0], preset="quick")
+    summary = run_grid(grid, tmp_path, workers=1, progress=False)
+    assert [o.cell.name for o in summary.failed] == ["potts/exploding/seed0"]
+    assert [o.cell.name for o in summary.finished] == ["potts/random/seed0"]
+    error = json.loads((tmp_path / "potts/exploding/seed0.error.json").read_text())
+    assert error["error"] == "RuntimeError: boom in fit"
+    assert "Traceback" in error["traceback"] and "boom in fit" in error["traceback"]
+    assert not (tmp_path / "potts/exploding/seed0.json").exists()
+    assert "FAILED potts/exploding/seed0: RuntimeError: boom in fit" in summary.text()
+
+    # Once the method works, a rerun retries the failed cell and removes its error file.
+    monkeypatch.setitem(METHODS, "exploding", MethodEntry(RandomDesigns, "fixed"))
+    again = run_grid(grid, tmp_path, workers=1, progress=False)
+    assert [o.cell.name for o in again.finished] == ["potts/exploding/seed0"]
+    assert not (tmp_path / "potts/exploding/seed0.error.json").exists()
+
+
+def test_killed_grid_resumes_without_redoing_finished_cells(tmp_path):
+    reference = tmp_path / "uninterrupted"
+    done = _bench(reference, "--workers", "2")
+    out, err = done.communicate(timeout=600)
+    assert done.returncode == 0, err
+    expected = _records(reference)
+    assert len(expected) == 12
+
+    killed = tmp_path / "killed"
+    proc = _bench(killed, "--workers", "2", start_new_session=True)
+    deadline = time.monotonic() + 300
+    while len(_records(killed)) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its worker processes
+    proc.communicate()
+    survivors = {p: p.stat().st_mtime_ns for p in killed.rglob("seed*.json")}
+    assert 3 <= len(survivors) < 12, "kill the grid midway"
+
+    resumed = _bench(killed, "--workers", "2")
+    out, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    assert f"skipped (already done) {len(survivors)}" in out
+    for path, stamp in survivors.items():
+        assert path.stat().st_mtime_ns == stamp, f"{path} was redone"
+    assert _records(killed) == expected
+    assert not list(killed.rglob("*.tmp"))
+
+
+def test_ray_backend_gives_the_same_records(tmp_path):
+    pytest.importorskip("ray")
+    local = run_grid(
+        Grid(["potts", "styblinski-tang"], ["random", "matchopt"], [0], preset="quick"),
+        tmp_path / "local",
+        workers=1,
+        progress=False,
+    )
+    assert not local.failed
+    ray_run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "matchopt.cli",
+            "bench",
+            "--tasks",
+            "potts,styblinski-tang",
+            "--methods",
+            "random,matchopt",
+            "--seeds",
+            "0",
+            "--preset",
+            "quick",
+            "--backend",
+            "ray",
+            "--workers",
+            "2",
+            "--out",
+            str(tmp_path / "ray"),
+        ],  # fmt: skip
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert ray_run.returncode == 0, ray_run.stderr
+    assert _records(tmp_path / "ray") == _records(tmp_path / "local")
+    record = RunRecord.from_json((tmp_path / "ray/potts/matchopt/seed0.json").read_text())
+    # Two workers share the cores: each runs with cores // 2 threads.
+    assert record.extra["environment"]["torch_threads"] == max(1, (os.cpu_count() or 1) // 2)

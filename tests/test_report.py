@@ -1,0 +1,287 @@
+import csv
+import io
+import json
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from matchopt.errors import MatchoptError
+from matchopt.evaluation import RunRecord, percentile, write_record
+from matchopt.report import (
+    load_records,
+    mean_normalized_rank,
+    percentile_curves,
+    rank_distribution,
+    rank_methods,
+    records_frame,
+    runtime_summary,
+    write_report,
+)
+
+# (task, method) -> per seed (top score, median score); coms ran one seed on ant only.
+CELLS = {
+    ("ant", "matchopt"): [(0.9, 0.5), (0.8, 0.5), (0.9, 0.5), (0.8, 0.5)],
+    ("ant", "matchopt-noreg"): [(0.7, 0.6)] * 4,
+    ("ant", "coms"): [(0.95, 0.1)],
+    ("tf_bind", "matchopt"): [(1.0, 0.3)] * 4,
+    ("tf_bind", "matchopt-noreg"): [(1.0, 0.2)] * 4,
+}
+
+
+def _record(task, method, seed, top, mid):
+    # 127 designs at the median value and one at the top: p100 = top, p50 = mid.
+    scores = [mid] * 127 + [top]
+    return RunRecord(
+        task=task,
+        method=method,
+        seed=seed,
+        preset="quick",
+        config={},
+        scores=scores,
+        p100=top,
+        p50=mid,
+        offline_best=0.5,
+        fit_seconds=1.0 + seed,
+        search_seconds=0.5,
+        version="test",
+        n_designs=len(scores),
+    )
+
+
+@pytest.fixture
+def results(tmp_path):
+    root = tmp_path / "results"
+    for (task, method), seeds in CELLS.items():
+        for seed, (top, mid) in enumerate(seeds):
+            write_record(root, _record(task, method, seed, top, mid), np.zeros((2, 3)))
+    # Failed grid cells and other files are not records.
+    (root / "ant" / "coms" / "seed1.error.json").write_text('{"error": "boom"}')
+    (root / "grid.json").write_text("{}")
+    return root
+
+
+def test_rank_and_mnr_hand_computed_with_ties():
+    means = pd.DataFrame({"A": [0.9, 0.2], "B": [0.9, 0.6], "C": [0.5, 0.4]}, index=["t1", "t2"])
+    ranks = rank_methods(means)
+    # t1: A and B tie for best and share rank 1; C is third (not second).
+    assert ranks.loc["t1"].tolist() == [1.0, 1.0, 3.0]
+    assert ranks.loc["t2"].tolist() == [3.0, 1.0, 2.0]
+    mnr = mean_normalized_rank(means)
+    # A: (1/3 + 3/3) / 2, B: (1/3 + 1/3) / 2, C: (3/3 + 2/3) / 2
+    assert mnr["A"] == pytest.approx(0.6666666667)
+    assert mnr["B"] == pytest.approx(0.3333333333)
+    assert mnr["C"] == pytest.approx(0.8333333333)
+
+
+def test_mnr_with_a_method_missing_on_a_task():
+    means = pd.DataFrame({"A": [0.9, 0.1], "B": [0.5, 0.3], "C": [0.7, np.nan]}, index=["a", "b"])
+    ranks = rank_methods(means)
+    assert math.isnan(ranks.loc["b", "C"])
+    # Task b ranks two methods: A 2/2, B 1/2; C is averaged over task a only.
+    mnr = mean_normalized_rank(means)
+    assert mnr["A"] == pytest.approx((1 / 3 + 1.0) / 2)
+    assert mnr["B"] == pytest.approx((3 / 3 + 1 / 2) / 2)
+    assert mnr["C"] == pytest.approx(2 / 3)
+
+
+def test_load_records_sorted_and_ignores_other_files(results):
+    records = load_records(results)
+    assert len(records) == 17
+    keys = [(r.task, r.method, r.seed) for r in records]
+    assert keys == sorted(keys)
+    assert ("ant", "coms", 1) not in keys
+
+
+def test_records_frame_percentiles_from_scores(results):
+    records = load_records(results)
+    frame = records_frame(records, (100, 75.5, 0))
+    assert list(frame.columns) == [
+        "task", "method", "seed", "preset", "q", "score", "p100", "p50", "wall_seconds"
+    ]  # fmt: skip
+    assert len(frame) == 3 * len(records)
+    for q in (100, 75.5, 0):
+        rows = frame[frame["q"] == q]
+        expected = [percentile(r.scores, q) for r in records]
+        assert rows["score"].tolist() == expected
+    assert frame.loc[frame["q"] == 100, "score"].tolist() == [r.p100 for r in records]
+    ant_matchopt = frame[(frame["q"] == 0) & (frame["task"] == "ant")].iloc[1:]
+    assert ant_matchopt["method"].tolist()[:4] == ["matchopt"] * 4
+    assert ant_matchopt["wall_seconds"].tolist()[:4] == [1.5, 2.5, 3.5, 4.5]
+
+
+def test_markdown_tables(results):
+    text = write_report(results, (100, 50), "md")
+    lines = text.splitlines()
+    assert "| Method | ant | tf_bind | MNR |" in lines
+    # p100 ranks: ant coms 1, matchopt 2, noreg 3; tf_bind matchopt and noreg tie for 1.
+    # MNR: coms 1/3; matchopt (2/3 + 1/2) / 2 = 0.583; noreg (3/3 + 1/2) / 2 = 0.75.
+    assert "| coms | **0.950 ± 0.000** (1) [1 seed] | – | 0.333 |" in lines
+    assert "| matchopt | 0.850 ± 0.050 (2) | **1.000 ± 0.000** (1) | 0.583 |" in lines
+    assert "| matchopt-noreg | 0.700 ± 0.000 (3) | **1.000 ± 0.000** (1) | 0.750 |" in lines
+    # p50: ant noreg 1, matchopt 2, coms 3; tf_bind matchopt 1, noreg 2.
+    assert "| coms | 0.100 ± 0.000 (3) [1 seed] | – | 1.000 |" in lines
+    assert "| matchopt | 0.500 ± 0.000 (2) | **0.300 ± 0.000** (1) | 0.583 |" in lines
+    assert "| matchopt-noreg | **0.600 ± 0.000** (1) | 0.200 ± 0.000 (2) | 0.667 |" in lines
+    assert text.index("percentile 100") < text.index("percentile 50")
+    # Ablation: the better of the pair in bold, a tie bolds both.
+    assert (
+        "| ant | **0.850 ± 0.050** | 0.700 ± 0.000 | 0.500 ± 0.000 | **0.600 ± 0.000** |" in lines
+    )
+    assert (
+        "| tf_bind | **1.000 ± 0.000** | **1.000 ± 0.000** | **0.300 ± 0.000** | 0.200 ± 0.000 |"
+        in lines
+    )
+    # Runtime: mean of fit + search over seeds 0..3 = mean(1.5, 2.5, 3.5, 4.5).
+    assert "| coms | 1.5 [1 seed] | – |" in lines
+    assert "| matchopt | 3.0 | 3.0 |" in lines
+    assert "4 seeds per cell unless marked" in text
+
+
+def test_latex_tables(results):
+    text = write_report(results, (100,), "latex")
+    assert text.count("\\begin{tabular}") == 3  # score, ablation, runtime
+    assert text.count("\\toprule") == 3 and text.count("\\bottomrule") == 3
+    assert "Method & ant & tf\\_bind & MNR \\\\" in text
+    assert "coms & \\textbf{0.950 $\\pm$ 0.000} (1) [1 seed] & -- & 0.333 \\\\" in text
+    assert (
+        "matchopt & 0.850 $\\pm$ 0.050 (2) & \\textbf{1.000 $\\pm$ 0.000} (1) & 0.583 \\\\" in text
+    )
+    assert "**" not in text and "±" not in text
+
+
+def test_csv_report(results):
+    text = write_report(results, (100, 50), "csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert list(rows[0]) == [
+        "metric",
+        "task",
+        "method",
+        "q",
+        "mean",
+        "std",
+        "n_seeds",
+        "rank",
+        "mnr",
+    ]
+    assert "*" not in text
+    score = {(r["task"], r["method"], r["q"]): r for r in rows if r["metric"] == "score"}
+    assert len(score) == 10
+    assert score[("ant", "coms", "100")] == {
+        "metric": "score", "task": "ant", "method": "coms", "q": "100", "mean": "0.950",
+        "std": "0.000", "n_seeds": "1", "rank": "1", "mnr": "0.333",
+    }  # fmt: skip
+    assert score[("ant", "matchopt", "100")]["std"] == "0.050"
+    assert score[("tf_bind", "matchopt-noreg", "100")]["rank"] == "1"
+    assert score[("tf_bind", "matchopt-noreg", "50")]["mnr"] == "0.667"
+    times = {(r["task"], r["method"]): r for r in rows if r["metric"] == "wall_seconds"}
+    assert times[("ant", "matchopt")]["mean"] == "3.0"
+    assert times[("ant", "matchopt")]["n_seeds"] == "4"
+
+
+def test_filters_and_ablation_note(results):
+    text = write_report(results, (100,), "md", methods=["matchopt", "coms"], runtime=False)
+    # Ranks among the kept methods only: on ant coms 1 of 2, matchopt 2 of 2.
+    assert "| coms | **0.950 ± 0.000** (1) [1 seed] | – | 0.500 |" in text
+    assert "Skipped: no records for matchopt-noreg." in text
+    assert "Runtime" not in text
+    with pytest.raises(MatchoptError, match="no records for method 'nope'"):
+        write_report(results, methods=["nope"])
+
+
+def test_report_is_deterministic(results, tmp_path):
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(results, copy)
+    for fmt in ("md", "latex", "csv"):
+        first = write_report(results, (100, 50, 90), fmt)
+        assert write_report(results, (100, 50, 90), fmt) == first
+        assert write_report(copy, (100, 50, 90), fmt) == first  # no paths in the text
+
+
+def test_figures_and_their_numbers(results, tmp_path):
+    plots = tmp_path / "plots" / "nested"
+    write_report(results, (100, 50), "md", plots_dir=plots)
+    for stem in ("percentile_curves", "rank_distribution", "runtime"):
+        png = plots / f"{stem}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (plots / f"{stem}.csv").stat().st_size > 0
+    records = load_records(results)
+
+    curves = pd.read_csv(plots / "percentile_curves.csv")
+    pd.testing.assert_frame_equal(curves, percentile_curves(records), check_dtype=False)
+    assert sorted(set(curves["q"])) == list(range(101))
+    at100 = curves[curves["q"] == 100].set_index("method")
+    assert at100.loc["matchopt", "mnr"] == pytest.approx(7 / 12)
+    # Mean normalized score: matchopt (0.85 + 1.0) / 2; coms only has ant.
+    assert at100.loc["matchopt", "mean_score"] == pytest.approx(0.925)
+    assert at100.loc["coms", "mean_score"] == pytest.approx(0.95)
+
+    ranks = pd.read_csv(plots / "rank_distribution.csv")
+    pd.testing.assert_frame_equal(ranks, rank_distribution(records, (100, 50)), check_dtype=False)
+    row = ranks[(ranks["q"] == 50) & (ranks["task"] == "ant") & (ranks["method"] == "coms")]
+    assert row[["rank", "n_ranked"]].values.tolist() == [[3, 3]]
+
+    runtime = pd.read_csv(plots / "runtime.csv")
+    pd.testing.assert_frame_equal(runtime, runtime_summary(records), check_dtype=False)
+
+
+@pytest.mark.parametrize("bad", [(101,), (-1,), (50, float("nan")), (), ("50",), 100])
+def test_bad_percentiles(results, bad):
+    with pytest.raises(MatchoptError, match="percentile"):
+        write_report(results, bad)
+
+
+def test_bad_format(results):
+    with pytest.raises(MatchoptError, match="format 'html'"):
+        write_report(results, fmt="html")
+
+
+def test_missing_or_empty_folder(tmp_path):
+    with pytest.raises(MatchoptError, match="does not exist"):
+        write_report(tmp_path / "nope")
+    (tmp_path / "t" / "m").mkdir(parents=True)
+    (tmp_path / "t" / "m" / "seed0.error.json").write_text("{}")
+    with pytest.raises(MatchoptError, match="no run records"):
+        load_records(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("{not json", "not a readable run record"),
+        ('{"task": "ant"}', "missing"),
+        ("[1, 2]", "not a readable run record"),
+    ],
+)
+def test_corrupt_record_names_the_file(results, content, message):
+    path = results / "ant" / "coms" / "seed0.json"
+    path.write_text(content)
+    with pytest.raises(MatchoptError, match=message) as err:
+        write_report(results)
+    assert str(path) in str(err.value)
+
+
+def test_record_with_empty_scores(results):
+    path = results / "ant" / "coms" / "seed0.json"
+    record = json.loads(path.read_text())
+    record["scores"] = []
+    path.write_text(json.dumps(record))
+    with pytest.raises(MatchoptError, match="scores must be a non-empty list"):
+        load_records(results)
+
+
+def test_record_path_must_match_its_contents(results):
+    # A record copied to another seed's file would silently count twice.
+    shutil.copy(results / "ant" / "coms" / "seed0.json", results / "ant" / "coms" / "seed3.json")
+    with pytest.raises(MatchoptError, match="its path says task 'ant', method 'coms', seed 3"):
+        load_records(results)
+
+
+def test_duplicate_records_in_two_subfolders(results, tmp_path):
+    parent = tmp_path / "both"
+    shutil.copytree(results, parent / "a")
+    shutil.copytree(results, parent / "b")
+    with pytest.raises(MatchoptError, match="two records for task 'ant', method 'coms', seed 0"):
+        load_records(parent)
