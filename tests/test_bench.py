@@ -18,6 +18,7 @@ from matchopt.errors import MatchoptError
 from matchopt.evaluation import RunRecord
 from matchopt.methods import METHODS, MethodEntry
 from matchopt.methods.random_designs import RandomDesigns
+from matchopt.report import write_report
 
 GRID_ARGS = [
     "--tasks", "potts,styblinski-tang",
@@ -168,6 +169,11 @@ def test_killed_grid_resumes_without_redoing_finished_cells(tmp_path):
         assert path.stat().st_mtime_ns == stamp, f"{path} was redone"
     assert _records(killed) == expected
     assert not list(killed.rglob("*.tmp"))
+    # Wall times differ between runs; every score table, rank and MNR must not.
+    for fmt in ("md", "csv"):
+        assert write_report(killed, fmt=fmt, runtime=False) == write_report(
+            reference, fmt=fmt, runtime=False
+        )
 
 
 def test_ray_backend_gives_the_same_records(tmp_path):

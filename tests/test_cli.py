@@ -109,3 +109,46 @@ def test_tasks_and_methods_listing(tmp_path):
     assert "missing" in result.stdout and "embedded" in result.stdout
     result = matchopt("methods")
     assert result.returncode == 0 and "matchopt-noreg" in result.stdout
+
+
+def test_bench_report_and_study_commands(tmp_path):
+    out = tmp_path / "grid"
+    bench = matchopt(
+        "bench", "--tasks", "potts", "--methods", "random,untrained", "--seeds", "0,1",
+        "--preset", "quick", "--workers", "1", "--out", str(out),
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr
+    assert "grid: 4 cells  finished 4" in bench.stdout
+    assert "| potts | random | 2 |" in bench.stdout
+
+    report = matchopt("report", str(out), "--format", "latex", "--plots", str(tmp_path / "figs"))
+    assert report.returncode == 0, report.stderr
+    assert "\\toprule" in report.stdout and "\\textbf{" in report.stdout
+    assert (tmp_path / "figs" / "percentile_curves.png").is_file()
+    csv_report = matchopt("report", str(out), "--format", "csv", "--percentiles", "100")
+    assert csv_report.stdout.startswith("metric,task,method,q,mean,std,n_seeds,rank,mnr")
+
+    study = matchopt(
+        "study", "gradient-error", "--out", str(tmp_path / "study"), "--epochs", "1",
+        "--n-train", "64", "--n-test", "32", "--alphas", "0.1,1", "--batch-size", "16",
+    )  # fmt: skip
+    assert study.returncode == 0, study.stderr
+    assert (tmp_path / "study" / "gradient_error.png").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["bench", "--tasks", "potts", "--methods", "random", "--out", "x", "--workers", "0"],
+         "--workers 0"),
+        (["bench", "--tasks", "", "--methods", "random", "--out", "x"], "--tasks needs"),
+        (["report", "nowhere-at-all"], "nowhere-at-all"),
+        (["report", ".", "--percentiles", "101"], "percentile"),
+        (["study", "gradient-error", "--alphas", "a"], "--alphas"),
+    ],
+)  # fmt: skip
+def test_grid_command_errors(args, message, tmp_path):
+    result = matchopt(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr

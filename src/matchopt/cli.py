@@ -4,6 +4,8 @@
                  [--data-dir D] [--out DIR] [--set key=value ...] [--json]
     matchopt bench --tasks T1,T2 --methods M1,M2 --seeds 0,1,2,3 --out DIR [--preset P]
                    [--backend local|ray] [--workers N] [--ray-address ADDR] [--set key=value ...]
+    matchopt report DIR [--percentiles 100,50] [--format md|latex|csv] [--plots DIR]
+    matchopt study gradient-error [--out DIR] [--seed S] [--epochs E] ...
     matchopt tasks [--data-dir D]
     matchopt methods
 
@@ -27,6 +29,7 @@ from matchopt.errors import MatchoptError
 from matchopt.evaluation import write_record
 from matchopt.methods import METHODS, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
+from matchopt.report import FORMATS, write_report
 from matchopt.runner import run
 from matchopt.runtime import keep_freed_memory
 from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, load_task, resolve_data_dir
@@ -91,6 +94,27 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[METHOD.]KEY=VALUE",
         help="override a config field of every method that has it, or of one method",
     )
+
+    p_report = sub.add_parser("report", help="tables and figures from a folder of records")
+    p_report.add_argument("dir", help="results folder (records at any depth below it)")
+    p_report.add_argument("--percentiles", default="100,50", help="default: 100,50")
+    p_report.add_argument("--format", default="md", choices=FORMATS, help="default: md")
+    p_report.add_argument("--plots", default=None, help="folder for PNG figures and their CSVs")
+    p_report.add_argument("--tasks", default=None, help="only these tasks (comma-separated)")
+    p_report.add_argument("--methods", default=None, help="only these methods (comma-separated)")
+
+    p_study = sub.add_parser("study", help="the paper's synthetic studies")
+    studies = p_study.add_subparsers(dest="study", required=True, parser_class=_Parser)
+    p_grad = studies.add_parser(
+        "gradient-error", help="Fig. 1: gradient error of MATCH-OPT vs regression on Shekel 4-d"
+    )
+    p_grad.add_argument("--out", default="study-gradient-error", help="folder for CSV and PNG")
+    p_grad.add_argument("--n-train", type=int, default=1000, help="training inputs from N(0, I)")
+    p_grad.add_argument("--alphas", default="0.1,0.2,0.5,1.0", help="test inputs from N(0, a I)")
+    p_grad.add_argument("--n-test", type=int, default=1000, help="test inputs per alpha")
+    p_grad.add_argument("--seed", type=int, default=0)
+    p_grad.add_argument("--epochs", type=int, default=200, help="training epochs of both models")
+    p_grad.add_argument("--batch-size", type=int, default=128, help="trajectory length / batch")
 
     p_tasks = sub.add_parser("tasks", help="list tasks and whether their data is present")
     p_tasks.add_argument("--data-dir", default=None)
@@ -170,6 +194,49 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    text = write_report(
+        args.dir,
+        parse_numbers(args.percentiles, "--percentiles"),
+        args.format,
+        args.plots,
+        tasks=_names(args.tasks, "--tasks") if args.tasks else None,
+        methods=_names(args.methods, "--methods") if args.methods else None,
+    )
+    print(text, end="")
+    if args.plots:
+        print(f"figures and their numbers in {args.plots}", file=sys.stderr)
+    return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from matchopt.studies.gradient_error import format_summary, run_gradient_error_study
+
+    summary = run_gradient_error_study(
+        args.out,
+        n_train=args.n_train,
+        alphas=parse_numbers(args.alphas, "--alphas"),
+        n_test=args.n_test,
+        seed=args.seed,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        progress=True,
+    )
+    print(format_summary(summary))
+    print(f"CSV and PNG in {args.out}", file=sys.stderr)
+    return 0
+
+
+def parse_numbers(text: str, option: str) -> list[float]:
+    try:
+        numbers = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise MatchoptError(f"{option} {text!r}: expected numbers separated by commas") from None
+    if not numbers:
+        raise MatchoptError(f"{option} needs at least one number")
+    return numbers
+
+
 def _names(text: str, option: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
@@ -200,7 +267,14 @@ def cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "bench": cmd_bench, "tasks": cmd_tasks, "methods": cmd_methods}
+COMMANDS = {
+    "run": cmd_run,
+    "bench": cmd_bench,
+    "report": cmd_report,
+    "study": cmd_study,
+    "tasks": cmd_tasks,
+    "methods": cmd_methods,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,7 +156,9 @@ def fit_regression(
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, fused=True)
     n = features.shape[0]
     losses: list[float] = []
-    bar = tqdm(range(epochs), desc="regression training", unit="epoch", disable=not progress)
+    bar = tqdm(
+        range(epochs), desc="regression training", unit="epoch", disable=not progress, leave=False
+    )
     for _ in bar:
         order = torch.from_numpy(rng.permutation(n))
         total = 0.0
