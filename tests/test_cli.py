@@ -1,17 +1,19 @@
 """The CLI as a user runs it: subprocesses, exit codes, stdout/stderr contents."""
 
 import json
+import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 
 def matchopt(*args, env_data_dir=None, **kwargs):
-    import os
-
     env = dict(os.environ)
     env.pop("MATCHOPT_DATA_DIR", None)
+    # An empty cache: a real ~/.cache/matchopt must not change what these tests see.
+    env["XDG_CACHE_HOME"] = os.path.join(tempfile.gettempdir(), "matchopt-test-empty-cache")
     if env_data_dir is not None:
         env["MATCHOPT_DATA_DIR"] = str(env_data_dir)
     return subprocess.run(
@@ -83,7 +85,7 @@ def test_noreg_is_registered(tmp_path):
         (["run", "--set", "quadrature=simpson"], "choose one of"),
         (["run", "--method", "matchopt-noreg", "--set", "alpha=1"], "fixes alpha"),
         (["run", "--seeds", "a,b"], "--seeds"),
-        (["run", "--task", "tfbind8"], "no data folder is set"),
+        (["run", "--task", "tfbind8"], "matchopt data fetch tfbind8"),
         (["bogus"], "invalid choice"),
     ],
 )

@@ -25,6 +25,7 @@ from matchopt.errors import MatchoptError  # noqa: E402
 from matchopt.evaluation import RunRecord  # noqa: E402
 from matchopt.methods import METHODS, MatchOpt, MatchOptConfig, Method, make_method  # noqa: E402
 from matchopt.runner import run  # noqa: E402
+from matchopt.tabular import TableOptimizer  # noqa: E402
 from matchopt.tasks import TASKS, Task, load_task  # noqa: E402
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "Method",
     "OfflineData",
     "RunRecord",
+    "TableOptimizer",
     "Task",
     "__version__",
     "load_task",

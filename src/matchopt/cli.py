@@ -6,6 +6,9 @@
                    [--backend local|ray] [--workers N] [--ray-address ADDR] [--set key=value ...]
     matchopt report DIR [--percentiles 100,50] [--format md|latex|csv] [--plots DIR]
     matchopt study gradient-error [--out DIR] [--seed S] [--epochs E] ...
+    matchopt optimize DATA --target COL [--minimize] [--categorical A,B] [--sequence COL]
+                      [--method M] [--n 128] [--out proposals.csv] [--save-model PATH] ...
+    matchopt propose --model PATH [--n 128] [--out proposals.csv]
     matchopt tasks [--data-dir D]
     matchopt methods
 
@@ -33,6 +36,7 @@ from matchopt.report import FORMATS, write_report
 from matchopt.runner import run
 from matchopt.runtime import keep_freed_memory
 from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, load_task, resolve_data_dir
+from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
 
 
 class _Parser(argparse.ArgumentParser):
@@ -72,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config field, e.g. --set epochs=50 (repeatable)",
     )
     p_run.add_argument("--json", action="store_true", help="stdout: one JSON record per line")
+    p_run.add_argument(
+        "--download", action="store_true", help="fetch missing design-bench files first"
+    )
 
     p_bench = sub.add_parser(
         "bench", help="run a grid of tasks x methods x seeds; resumable, one record per cell"
@@ -87,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_bench.add_argument("--ray-address", default=None, help="Ray cluster (default: start one)")
     p_bench.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
+    p_bench.add_argument(
+        "--download", action="store_true", help="fetch missing design-bench files first"
+    )
     p_bench.add_argument(
         "--set",
         action="append",
@@ -116,6 +126,24 @@ def build_parser() -> argparse.ArgumentParser:
     p_grad.add_argument("--epochs", type=int, default=200, help="training epochs of both models")
     p_grad.add_argument("--batch-size", type=int, default=128, help="trajectory length / batch")
 
+    p_data = sub.add_parser("data", help="fetch design-bench data files or show which are here")
+    data_sub = p_data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
+    p_fetch = data_sub.add_parser(
+        "fetch",
+        help="download TASK... files from huggingface.co/datasets/beckhamc/design_bench_data",
+    )
+    p_fetch.add_argument("tasks", nargs="+", metavar="TASK")
+    p_fetch.add_argument(
+        "--data-dir", default=None, help=f"data folder (or ${DATA_DIR_ENV}; default: a cache dir)"
+    )
+    p_status = data_sub.add_parser("status", help="which tasks' files are present")
+    p_status.add_argument("--data-dir", default=None)
+    p_status.add_argument(
+        "--verify", action="store_true", help="check the sha256 of files with a known digest"
+    )
+
+    add_table_parsers(sub)
+
     p_tasks = sub.add_parser("tasks", help="list tasks and whether their data is present")
     p_tasks.add_argument("--data-dir", default=None)
     sub.add_parser("methods", help="list methods and their configuration")
@@ -127,6 +155,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = parse_set_options(args.set)
     entry = get_method_entry(args.method)
     build_config(entry, args.preset, overrides)  # validate options before loading data
+    if args.download:
+        ensure_task_data(args.task, args.data_dir, download=True)
     task = load_task(args.task, args.data_dir)
     keep_freed_memory()
     out = Path(args.out)
@@ -179,6 +209,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         preset=args.preset,
         overrides=parse_set_options(args.set),
     )
+    if args.download:
+        for name in grid.tasks:
+            ensure_task_data(name, args.data_dir, download=True)
     keep_freed_memory()
     summary = run_grid(
         grid,
@@ -244,6 +277,14 @@ def _names(text: str, option: str) -> list[str]:
     return names
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    if args.data_command == "fetch":
+        print(fetch_task_data(args.tasks, args.data_dir).text())
+    else:
+        print(data_status_table(args.data_dir, verify=args.verify))
+    return 0
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     print(f"data folder: {data_dir or f'(none: set --data-dir or {DATA_DIR_ENV})'}")
@@ -267,11 +308,154 @@ def cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_table_parsers(sub) -> None:
+    """``optimize`` and ``propose``: optimize a user's own CSV/Parquet table."""
+    p_opt = sub.add_parser(
+        "optimize", help="fit a method on your own CSV/Parquet table and propose new rows"
+    )
+    p_opt.add_argument("data", metavar="DATA", help="CSV or Parquet file, one measured row each")
+    p_opt.add_argument("--target", required=True, help="the column to maximize (or minimize)")
+    p_opt.add_argument("--minimize", action="store_true", help="lower target values are better")
+    p_opt.add_argument(
+        "--features", default=None, metavar="A,B", help="feature columns (default: all others)"
+    )
+    p_opt.add_argument(
+        "--categorical", default="", metavar="A,B", help="feature columns holding categories"
+    )
+    p_opt.add_argument(
+        "--sequence", default=None, metavar="COL", help="a fixed-length sequence column"
+    )
+    p_opt.add_argument(
+        "--alphabet", default=None, metavar="LETTERS", help="its letters (default: those used)"
+    )
+    p_opt.add_argument(
+        "--bounds",
+        action="append",
+        default=[],
+        metavar="COL=LO:HI",
+        help="range of a numeric column's proposals (default: its observed range; repeatable)",
+    )
+    p_opt.add_argument("--method", default="matchopt", help="method name (default matchopt)")
+    p_opt.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
+    p_opt.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field"
+    )
+    p_opt.add_argument("--n", type=int, default=128, help="proposals to write (default 128)")
+    p_opt.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p_opt.add_argument(
+        "--oversample",
+        type=int,
+        default=4,
+        metavar="K",
+        help="top-up pool of K x n candidates when the method's designs repeat rows (default 4)",
+    )
+    p_opt.add_argument("--out", default="proposals.csv", help="CSV or Parquet output file")
+    p_opt.add_argument("--save-model", default=None, metavar="PATH", help="save the fitted model")
+
+    p_prop = sub.add_parser("propose", help="propose new rows with a model saved by optimize")
+    p_prop.add_argument("--model", required=True, help="file written by optimize --save-model")
+    p_prop.add_argument("--n", type=int, default=128, help="proposals to write (default 128)")
+    p_prop.add_argument("--out", default="proposals.csv", help="CSV or Parquet output file")
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from matchopt.tabular import (
+        OUTPUT_SUFFIXES,
+        TableOptimizer,
+        check_output_path,
+        parse_bounds,
+        read_table,
+    )
+
+    # Every cheap check comes before the (possibly long) fit.
+    out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES)
+    model_path = check_output_path(args.save_model, "--save-model") if args.save_model else None
+    if model_path is not None and model_path.resolve() == out.resolve():
+        raise MatchoptError("--save-model and --out name the same file")
+    _check_count(args.n)
+    optimizer = TableOptimizer(
+        target=args.target,
+        features=_names(args.features, "--features") if args.features is not None else None,
+        categorical=[c.strip() for c in args.categorical.split(",") if c.strip()],
+        sequence=args.sequence,
+        alphabet=args.alphabet,
+        minimize=args.minimize,
+        bounds=parse_bounds(args.bounds),
+        method=args.method,
+        preset=args.preset,
+        overrides=parse_set_options(args.set),
+        seed=args.seed,
+        oversample=args.oversample,
+        progress=True,
+    )
+    build_config(get_method_entry(args.method), args.preset, optimizer.overrides)
+    optimizer.fit(read_table(args.data), source=args.data)
+    schema = optimizer.schema_
+    print(
+        f"[{args.data}: {len(optimizer.data_)} rows / {args.method} / seed {args.seed}] "
+        f"design: {schema.describe()}",
+        file=sys.stderr,
+    )
+    if schema.ignored:
+        print(f"  ignored columns: {', '.join(schema.ignored)}", file=sys.stderr)
+    model_bytes = optimizer.to_bytes() if model_path is not None else None
+    _propose_and_write(optimizer, args.n, out)
+    if model_path is not None:
+        from matchopt.tabular import write_file
+
+        write_file(model_path, model_bytes)
+        print(f"model -> {model_path} (loading it runs pickle: share trusted files only)")
+    return 0
+
+
+def cmd_propose(args: argparse.Namespace) -> int:
+    from matchopt.tabular import OUTPUT_SUFFIXES, TableOptimizer, check_output_path
+
+    out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES)
+    _check_count(args.n)
+    optimizer = TableOptimizer.load(args.model)
+    fitted = f"{optimizer.method} fitted on {optimizer.source_}"
+    print(f"[{args.model}: {fitted} / seed {optimizer.seed}]", file=sys.stderr)
+    _propose_and_write(optimizer, args.n, out)
+    return 0
+
+
+def _check_count(n: int) -> None:
+    if n < 1:
+        raise MatchoptError(f"--n {n}: need at least 1 proposal")
+
+
+def _propose_and_write(optimizer, n: int, out: Path) -> None:
+    """Propose, report shortfalls as one-line warnings, write atomically, show the best rows."""
+    import warnings
+
+    from matchopt.tabular import ProposalWarning, write_table
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProposalWarning)
+        proposals = optimizer.propose(n)
+    for warning in caught:
+        if issubclass(warning.category, ProposalWarning):
+            print(f"matchopt: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+    write_table(proposals, out)
+    print(f"  ranked by {optimizer.ranking_}", file=sys.stderr)
+    if len(proposals):
+        print(proposals.head(10).to_string(index=False))
+    print(f"{len(proposals)} proposals -> {out}")
+
+
 COMMANDS = {
+    "optimize": cmd_optimize,
+    "propose": cmd_propose,
     "run": cmd_run,
     "bench": cmd_bench,
     "report": cmd_report,
     "study": cmd_study,
+    "data": cmd_data,
     "tasks": cmd_tasks,
     "methods": cmd_methods,
 }

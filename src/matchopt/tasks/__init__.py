@@ -6,10 +6,25 @@ import os
 
 from matchopt.errors import MatchoptError
 from matchopt.tasks.base import DATA_DIR_ENV, Task, resolve_data_dir
-from matchopt.tasks.design_bench import TFBind8
+from matchopt.tasks.design_bench import Superconductor, TFBind8, TFBind10
+from matchopt.tasks.hopper import HopperController, HopperLocal
+from matchopt.tasks.morphology import AntMorphology, DKittyMorphology
 from matchopt.tasks.synthetic import ChainPotts, StyblinskiTang
 
-TASKS: dict[str, type[Task]] = {cls.name: cls for cls in (StyblinskiTang, ChainPotts, TFBind8)}
+TASKS: dict[str, type[Task]] = {
+    cls.name: cls
+    for cls in (
+        StyblinskiTang,
+        ChainPotts,
+        TFBind8,
+        TFBind10,
+        Superconductor,
+        HopperController,
+        HopperLocal,
+        AntMorphology,
+        DKittyMorphology,
+    )
+}
 DEFAULT_TASK = StyblinskiTang.name
 
 

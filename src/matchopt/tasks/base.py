@@ -20,12 +20,39 @@ from matchopt.errors import MatchoptError
 DATA_DIR_ENV = "MATCHOPT_DATA_DIR"
 
 
-def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path | None:
-    """``data_dir`` if given, else ``$MATCHOPT_DATA_DIR``, else ``None``."""
+def default_data_dir() -> Path:
+    """The user cache folder: ``$XDG_CACHE_HOME/matchopt/design_bench``, else
+    ``~/.cache/matchopt/design_bench`` (where ``matchopt data fetch`` puts files by default)."""
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return base / "matchopt" / "design_bench"
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
+    """``data_dir`` if given, else ``$MATCHOPT_DATA_DIR``, else :func:`default_data_dir`."""
     if data_dir is not None:
         return Path(data_dir).expanduser()
     env = os.environ.get(DATA_DIR_ENV)
-    return Path(env).expanduser() if env else None
+    return Path(env).expanduser() if env else default_data_dir()
+
+
+def describe_files(paths: list[Path], data_dir: Path | None = None, limit: int = 6) -> str:
+    """Paths (relative to ``data_dir`` where inside it) for a one-line message; past ``limit``
+    names, the rest are counted by folder so a message stays readable for 168 shards."""
+    rel = []
+    for p in paths:
+        p = Path(p)
+        if data_dir is not None and p.is_relative_to(data_dir):
+            p = p.relative_to(data_dir)
+        rel.append(p.as_posix())
+    if len(rel) <= limit:
+        return ", ".join(rel)
+    rest: dict[str, int] = {}
+    for name in rel[limit:]:
+        folder = name.rsplit("/", 1)[0] + "/" if "/" in name else "./"
+        rest[folder] = rest.get(folder, 0) + 1
+    more = ", ".join(f"{n} more in {folder}" for folder, n in rest.items())
+    return f"{', '.join(rel[:limit])} and {more}"
 
 
 class Task(ABC):
@@ -36,7 +63,7 @@ class Task(ABC):
 
     Args:
         data_dir: folder with design-bench files (tasks that need files); defaults to
-            ``$MATCHOPT_DATA_DIR``.
+            ``$MATCHOPT_DATA_DIR``, else the user cache folder (:func:`default_data_dir`).
 
     Attributes:
         offline: the offline dataset methods are fitted on.
@@ -68,29 +95,34 @@ class Task(ABC):
         return []
 
     @classmethod
-    def missing_files(cls, data_dir: Path | None) -> list[Path]:
+    def missing_files(cls, data_dir: str | os.PathLike | None) -> list[Path]:
+        """Required files absent from ``data_dir`` (resolved as :func:`resolve_data_dir`)."""
         if cls.embedded:
             return []
-        if data_dir is None:
-            return cls.required_files(None)
-        return [p for p in cls.required_files(data_dir) if not p.is_file()]
+        return [p for p in cls.required_files(resolve_data_dir(data_dir)) if not p.is_file()]
 
     @classmethod
     def data_status(cls, data_dir: str | os.PathLike | None = None) -> str:
         """``"embedded"``, ``"present"`` or ``"missing"``."""
         if cls.embedded:
             return "embedded"
-        return "missing" if cls.missing_files(resolve_data_dir(data_dir)) else "present"
+        return "missing" if cls.missing_files(data_dir) else "present"
 
     @classmethod
-    def missing_message(cls, data_dir: Path | None, missing: list[Path]) -> str:
-        names = ", ".join(str(p) for p in missing)
-        if data_dir is None:
-            return (
-                f"task {cls.name!r} needs design-bench data files ({names}) but no data folder "
-                f"is set: pass --data-dir DIR or set {DATA_DIR_ENV}=DIR"
-            )
-        return f"task {cls.name!r}: data files not found in {data_dir}: expected {names}"
+    def missing_message(
+        cls, data_dir: str | os.PathLike | None, missing: list[Path] | None = None
+    ) -> str:
+        """One line naming the missing files (default: all missing ones) and how to get them."""
+        folder = resolve_data_dir(data_dir)
+        if missing is None:
+            missing = cls.missing_files(folder)
+        # The fetch command reaches the same folder only if it is the one it resolves to itself.
+        option = "" if folder == resolve_data_dir(None) else f" --data-dir {folder}"
+        return (
+            f"task {cls.name!r}: {len(missing)} data file(s) not found in {folder}: "
+            f"{describe_files(missing, folder)}; run `matchopt data fetch {cls.name}{option}` "
+            f"or place the files by hand in {folder}"
+        )
 
     @abstractmethod
     def _load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,13 +1,25 @@
-"""Tasks read from design-bench data files (layout in docs: ``<folder>/<prefix>-{x,y}-<k>.npy``)."""
+"""Tasks read from design-bench data files (layout in docs: ``<folder>/<prefix>-{x,y}-<k>.npy``).
+
+Every task here follows design-bench's recipe (protocol.md): load the full dataset from its
+shards, keep the rows with ``y <= percentile(y_full, max_percentile)``, optionally draw a uniform
+subsample of ``max_samples`` of them, and score designs with an oracle over the full data.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import pickle
+import warnings
+from abc import abstractmethod
+from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
+from matchopt.evaluation import atomic_write_bytes
 from matchopt.tasks.base import Task
 
 
@@ -17,17 +29,54 @@ def shard_paths(data_dir: Path | None, folder: str, prefix: str, n_shards: int) 
     return [base / f"{prefix}-{axis}-{k}.npy" for k in range(n_shards) for axis in ("x", "y")]
 
 
-def load_shards(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate x and y shards (paths as from :func:`shard_paths`) into (x, y of shape (N,))."""
+def _open_shard(path: Path) -> np.ndarray:
+    """A read-only memory map of one ``.npy`` file (nothing is read but its header)."""
     try:
-        xs = [np.load(p) for p in paths[0::2]]
-        ys = [np.load(p) for p in paths[1::2]]
-    except (OSError, ValueError) as err:
-        raise MatchoptError(f"cannot read design-bench file: {err}") from None
-    for px, x, py, y in zip(paths[0::2], xs, paths[1::2], ys):
-        if len(x) != len(y):
-            raise MatchoptError(f"{px} has {len(x)} rows but {py} has {len(y)}")
-    return np.concatenate(xs), np.concatenate(ys).reshape(-1)
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise MatchoptError(f"cannot read design-bench file {path}: {err}") from None
+
+
+def load_shards(
+    paths: list[Path], row_shape: tuple[int, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate x and y shards (paths as from :func:`shard_paths`) into (x, y of shape (N,)).
+
+    Row counts come from the ``.npy`` headers first; each shard is then copied into one
+    preallocated array, so the peak memory is the final arrays plus one shard's pages.
+
+    Args:
+        paths: ``[x-0, y-0, x-1, y-1, ...]``.
+        row_shape: expected shape of one x row (e.g. ``(10,)``); checked per file when given.
+
+    Returns:
+        x (N x row shape) in the shards' common dtype and y (N,) (float).
+    """
+    x_paths, y_paths = paths[0::2], paths[1::2]
+    counts, x_dtypes, y_dtypes = [], [], []
+    for px, py in zip(x_paths, y_paths):
+        x, y = _open_shard(px), _open_shard(py)
+        if x.ndim == 0 or y.ndim == 0 or len(x) != len(y):
+            raise MatchoptError(f"{px} has shape {x.shape} but {py} has shape {y.shape}")
+        if row_shape is None:
+            row_shape = x.shape[1:]
+        if x.shape[1:] != tuple(row_shape):
+            raise MatchoptError(f"{px}: expected rows of shape {tuple(row_shape)}, got {x.shape}")
+        if y.shape[1:] not in ((), (1,)):
+            raise MatchoptError(f"{py}: expected y of shape (n, 1), got {y.shape}")
+        counts.append(len(x))
+        x_dtypes.append(x.dtype)
+        y_dtypes.append(y.dtype)
+        del x, y  # closes the maps
+    total = sum(counts)
+    x_all = np.empty((total, *(row_shape or ())), dtype=np.result_type(*x_dtypes))
+    y_all = np.empty(total, dtype=np.result_type(*y_dtypes))
+    start = 0
+    for px, py, n in zip(x_paths, y_paths, counts):
+        x_all[start : start + n] = _open_shard(px)
+        y_all[start : start + n] = _open_shard(py).reshape(-1)
+        start += n
+    return x_all, y_all
 
 
 def offline_mask(y_full: np.ndarray, max_percentile: float) -> np.ndarray:
@@ -35,38 +84,190 @@ def offline_mask(y_full: np.ndarray, max_percentile: float) -> np.ndarray:
     return y_full <= np.percentile(y_full, max_percentile)
 
 
+def offline_rows(
+    y_full: np.ndarray, max_percentile: float, max_samples: int | None = None, seed: int = 0
+) -> np.ndarray:
+    """Indices (sorted) of the offline set: :func:`offline_mask`, then, if more than
+    ``max_samples`` rows pass, ``max_samples`` of them drawn uniformly without replacement
+    (``np.random.default_rng(seed)``)."""
+    rows = np.flatnonzero(offline_mask(y_full, max_percentile))
+    if max_samples is not None and len(rows) > max_samples:
+        rng = np.random.default_rng(seed)
+        rows = np.sort(rng.choice(rows, size=max_samples, replace=False))
+    return rows
+
+
 class SequenceLookupOracle:
     """Exact oracle of a table of token sequences: the y of the sequence's LAST occurrence.
 
-    A sequence of L tokens of K values is the base-K integer ``sum_i s_i K^(L-1-i)``, so scoring
-    is one vectorized index into a table.
+    A sequence of L tokens of K values is the base-K integer ``sum_i s_i K^(L-1-i)``, so the
+    table is dense (K^L entries: 65,536 for TF-Bind-8, 1,048,576 for TF-Bind-10) and scoring is
+    one vectorized index into it.
+
+    Args:
+        x: sequences (N x L), tokens in ``0..vocab_size-1``.
+        y: their values (N,).
+        vocab_size: K.
     """
+
+    #: Largest table built (entries); beyond it a dense table stops being the simple choice.
+    max_table_size: ClassVar[int] = 1 << 26
+    #: Rows per chunk while building, to bound the temporaries for millions of rows.
+    chunk_rows: ClassVar[int] = 1 << 20
 
     def __init__(self, x: np.ndarray, y: np.ndarray, vocab_size: int):
         self.vocab_size = vocab_size
         self.length = x.shape[1]
-        self.weights = vocab_size ** np.arange(self.length - 1, -1, -1, dtype=np.int64)
-        codes = self.encode(x)
-        # np.unique on the reversed codes gives each code's first index there = last in x.
-        unique, first_in_reversed = np.unique(codes[::-1], return_index=True)
-        self.codes = unique
-        self.values = y[::-1][first_in_reversed]
+        size = vocab_size**self.length
+        if size > self.max_table_size:
+            raise MatchoptError(
+                f"a lookup table of {vocab_size}^{self.length} sequences is too large"
+            )
+        lo, hi = int(x.min()), int(x.max())
+        if lo < 0 or hi >= vocab_size:
+            raise MatchoptError(
+                f"oracle table has token {lo if lo < 0 else hi}, outside 0..{vocab_size - 1}"
+            )
+        y = np.asarray(y).reshape(-1)
+        # Last row index of each code. max is order-free, so unlike a fancy assignment with
+        # repeated indices (whose write order numpy does not specify) the result is exact.
+        last = np.full(size, -1, dtype=np.int64)
+        for start in range(0, len(x), self.chunk_rows):
+            stop = min(start + self.chunk_rows, len(x))
+            rows = np.arange(start, stop, dtype=np.int64)
+            np.maximum.at(last, self.encode(x[start:stop]), rows)
+        self.present = last >= 0
+        self.values = np.zeros(size, dtype=y.dtype)
+        self.values[self.present] = y[last[self.present]]
 
     def encode(self, x: np.ndarray) -> np.ndarray:
-        return np.asarray(x, dtype=np.int64) @ self.weights
+        """Base-K codes (n,) of sequences (n x L)."""
+        codes = np.zeros(len(x), dtype=np.int64)
+        for i in range(self.length):  # column by column: no (n x L) int64 copy
+            codes *= self.vocab_size
+            codes += x[:, i]
+        return codes
 
     def __call__(self, designs: np.ndarray) -> np.ndarray:
         codes = self.encode(designs)
-        pos = np.searchsorted(self.codes, codes)
-        pos = np.minimum(pos, len(self.codes) - 1)
-        found = self.codes[pos] == codes
+        found = self.present[codes]
         if not found.all():
             row = int(np.argwhere(~found)[0][0])
             raise MatchoptError(f"design {designs[row].tolist()} is not in the oracle's table")
-        return self.values[pos]
+        return self.values[codes]
 
 
-class TFBind8(Task):
+class RandomForestOracle:
+    """Design-bench's approximate oracle for continuous tasks: a random forest.
+
+    ``fit`` draws ``n_rows`` rows of the full data uniformly without replacement (all of them if
+    there are fewer), holds out the last ``val_fraction`` of the draw for validation, z-scores x
+    and y with the drawn rows' mean and population std (a zero std becomes 1) and fits
+    ``RandomForestRegressor(n_estimators=100, max_depth=100, max_features=1.0)`` on the rest.
+    Predictions are de-normalized. Everything random comes from ``seed``.
+
+    Args:
+        seed: seed of the row draw and of the forest.
+        n_rows: rows drawn from the full data (design-bench: 2,000).
+        val_fraction: fraction of them held out (design-bench: 0.5).
+
+    Attributes:
+        val_r2_: R^2 on the held-out rows.
+        val_spearman_: Spearman's rank correlation on them.
+    """
+
+    def __init__(self, seed: int = 0, n_rows: int = 2_000, val_fraction: float = 0.5):
+        self.seed = seed
+        self.n_rows = n_rows
+        self.val_fraction = val_fraction
+
+    def draw(self, n_full: int) -> np.ndarray:
+        """Indices of the rows the forest is built from (train first, then validation)."""
+        rng = np.random.default_rng(self.seed)
+        return rng.choice(n_full, size=min(self.n_rows, n_full), replace=False)
+
+    def data_digest(self, x: np.ndarray, y: np.ndarray) -> str:
+        """sha256 of the drawn rows of x (N x d) and y (N,): what the fit depends on."""
+        rows = self.draw(len(y))
+        digest = hashlib.sha256()
+        for part in (rows, x[rows].astype(np.float64), y[rows].astype(np.float64)):
+            digest.update(np.ascontiguousarray(part).tobytes())
+        return digest.hexdigest()
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> RandomForestOracle:
+        """Fit on the full data x (N x d), y (N,)."""
+        from scipy.stats import spearmanr
+        from sklearn.ensemble import RandomForestRegressor
+
+        rows = self.draw(len(y))
+        x_rows, y_rows = x[rows].astype(np.float64), y[rows].astype(np.float64)
+        self.x_mean_, self.x_std_ = x_rows.mean(0), _nonzero(x_rows.std(0))
+        self.y_mean_, self.y_std_ = float(y_rows.mean()), float(_nonzero(y_rows.std()))
+        n_train = len(rows) - int(round(len(rows) * self.val_fraction))
+        self.forest_ = RandomForestRegressor(
+            n_estimators=100, max_depth=100, max_features=1.0, random_state=self.seed, n_jobs=1
+        )
+        self.forest_.fit(
+            (x_rows[:n_train] - self.x_mean_) / self.x_std_,
+            (y_rows[:n_train] - self.y_mean_) / self.y_std_,
+        )
+        truth, predicted = y_rows[n_train:], self(x_rows[n_train:])
+        self.val_r2_ = float(
+            1.0 - np.sum((truth - predicted) ** 2) / np.sum((truth - truth.mean()) ** 2)
+        )
+        self.val_spearman_ = float(spearmanr(truth, predicted)[0])
+        return self
+
+    def __call__(self, designs: np.ndarray) -> np.ndarray:
+        """Predicted y (n,) of designs (n x d)."""
+        x_norm = (np.asarray(designs, dtype=np.float64) - self.x_mean_) / self.x_std_
+        return self.forest_.predict(x_norm) * self.y_std_ + self.y_mean_
+
+
+def _nonzero(std):
+    """A standard deviation with zeros replaced by 1 (constant columns stay unscaled)."""
+    return np.where(std > 0, std, 1.0)
+
+
+class DesignBenchTask(Task):
+    """A task read from design-bench shards.
+
+    Subclasses set the class attributes below and return their oracle (a callable from designs
+    (n x shape) to values (n,)) from :meth:`_build_oracle`.
+    """
+
+    #: Folder of the shards inside the data folder.
+    folder: ClassVar[str]
+    #: File name prefix of the shards.
+    prefix: ClassVar[str]
+    #: Number of x (and y) shards.
+    n_shards: ClassVar[int]
+    #: Offline rows have ``y <= percentile(y_full, max_percentile)``.
+    max_percentile: ClassVar[float]
+    #: Offline rows drawn (uniformly, without replacement) from those; ``None`` keeps them all.
+    max_samples: ClassVar[int | None] = None
+    #: Seed of that draw.
+    subsample_seed: ClassVar[int] = 0
+
+    @classmethod
+    def required_files(cls, data_dir: Path | None) -> list[Path]:
+        return shard_paths(data_dir, cls.folder, cls.prefix, cls.n_shards)
+
+    def _load(self):
+        x, y = load_shards(self.required_files(self.data_dir), self.space.shape)
+        self._oracle = self._build_oracle(x, y)
+        rows = offline_rows(y, self.max_percentile, self.max_samples, self.subsample_seed)
+        return x[rows], y[rows], y
+
+    @abstractmethod
+    def _build_oracle(self, x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+        """The oracle of the full data x (N x shape), y (N,)."""
+
+    def _score(self, designs: np.ndarray) -> np.ndarray:
+        return self._oracle(designs)
+
+
+class TFBind8(DesignBenchTask):
     """TF-Bind-8 (design-bench TFBind8-Exact-v0): 8-mers of DNA binding SIX6_REF_R1.
 
     Offline set: rows with y <= the 50th percentile of the full data (32,898 of 65,792).
@@ -79,15 +280,119 @@ class TFBind8(Task):
     offline_size = 32_898
     folder, prefix, n_shards, max_percentile = "tf_bind_8-SIX6_REF_R1", "tf_bind_8", 1, 50.0
 
-    @classmethod
-    def required_files(cls, data_dir: Path | None) -> list[Path]:
-        return shard_paths(data_dir, cls.folder, cls.prefix, cls.n_shards)
+    def _build_oracle(self, x, y):
+        return SequenceLookupOracle(x, y, self.space.vocab_size)
 
-    def _load(self):
-        x, y = load_shards(self.required_files(self.data_dir))
-        self._oracle = SequenceLookupOracle(x, y, self.space.vocab_size)
-        keep = offline_mask(y, self.max_percentile)
-        return x[keep].astype(np.int64), y[keep], y
 
-    def _score(self, designs: np.ndarray) -> np.ndarray:
-        return self._oracle(designs)
+class TFBind10(DesignBenchTask):
+    """TF-Bind-10 (design-bench TFBind10-Exact-v0): 10-mers of DNA binding PHO4.
+
+    Full data: 84 shards, 8,321,066 rows. Every 10-mer appears 5 to 8 times with different y;
+    the exact oracle, like design-bench's, takes a sequence's LAST occurrence in shard order.
+    Offline set: rows with y <= the median of the full data, then 10,000 of them drawn uniformly
+    without replacement with ``subsample_seed``. Design-bench draws them with numpy's global
+    random state, whose seed is not recorded, so its rows cannot be reproduced; the seed here is
+    matchopt's own. Normalized scores use the full data's min and max y.
+    """
+
+    name = "tfbind10"
+    summary = "DNA 10-mers, transcription-factor binding (PHO4); exact lookup oracle"
+    space = DesignSpace.discrete(10, 4)
+    offline_size = 10_000
+    folder, prefix, n_shards, max_percentile = "tf_bind_10-pho4", "tf_bind_10", 84, 50.0
+    max_samples = 10_000
+    #: matchopt's seed of the 10,000-row draw (design-bench's is unknown).
+    subsample_seed = 0
+
+    def _build_oracle(self, x, y):
+        return SequenceLookupOracle(x, y, self.space.vocab_size)
+
+
+class Superconductor(DesignBenchTask):
+    """Superconductor (design-bench Superconductor-RandomForest-v0): critical temperature of a
+    material from its 86 element counts (UCI "Superconductivity", 21,263 rows, shards of 5,000).
+
+    Offline set: rows with y <= the 80th percentile of the full data (design-bench reports
+    17,014 rows). Oracle: a :class:`RandomForestOracle` fitted as design-bench's (2,000 rows,
+    half held out). Design-bench ships its pretrained forest; this one is refitted with the
+    recorded ``oracle_seed``, so its values differ a little from design-bench's. With fewer than
+    2,000 rows (test fixtures) all rows are drawn.
+
+    The fitted oracle is cached in the shard folder (:meth:`oracle_cache_path`) and refitted
+    when the cached key (recipe version, seed, scikit-learn version, drawn data) differs; where
+    the folder is read-only, the forest is refitted on every load (a warning says so).
+
+    Attributes:
+        oracle_val_r2: R^2 of the forest on its held-out rows.
+        oracle_val_spearman: Spearman's rank correlation there (design-bench reports 0.9155
+            for its forest, on its own split).
+    """
+
+    name = "superconductor"
+    summary = "superconductor critical temperature from 86 element counts; random-forest oracle"
+    space = DesignSpace.continuous(86)
+    offline_size = 17_014
+    folder, prefix, n_shards, max_percentile = "superconductor", "superconductor", 5, 80.0
+    #: Seed of the oracle's row draw and of its forest.
+    oracle_seed: ClassVar[int] = 0
+    #: Bumped when the oracle's recipe changes, so that older caches are refitted.
+    oracle_version: ClassVar[int] = 1
+
+    def oracle_cache_path(self) -> Path:
+        """Where the fitted oracle is cached: ``<folder>/matchopt-oracle-<seed>-v<version>.pkl``."""
+        name = f"matchopt-oracle-{self.oracle_seed}-v{self.oracle_version}.pkl"
+        return Path(self.data_dir or ".") / self.folder / name
+
+    def _build_oracle(self, x, y):
+        try:
+            import sklearn
+        except ImportError:
+            raise MatchoptError(
+                "task 'superconductor' needs scikit-learn for its oracle: pip install scikit-learn"
+            ) from None
+        oracle = RandomForestOracle(seed=self.oracle_seed)
+        key = {
+            "version": self.oracle_version,
+            "seed": self.oracle_seed,
+            "sklearn": sklearn.__version__,
+            "n_full": len(y),
+            "data_sha256": oracle.data_digest(x, y),
+        }
+        path = self.oracle_cache_path()
+        cached = _read_cached(path, key)
+        if cached is None:
+            oracle.fit(x, y)
+            _write_cached(path, key, oracle)
+        else:
+            oracle = cached
+        self.oracle_val_r2 = oracle.val_r2_
+        self.oracle_val_spearman = oracle.val_spearman_
+        return oracle
+
+
+def _read_cached(path: Path, key: dict):
+    """The object cached at ``path`` under ``key``, else ``None`` (absent, stale or unreadable).
+
+    The file holds two pickles: the key, then the object, so a stale object (perhaps from
+    another scikit-learn version) is never unpickled. Only files matchopt wrote into the user's
+    own data folder are read.
+    """
+    try:
+        with open(path, "rb") as handle:
+            if pickle.load(handle) != key:
+                return None
+            return pickle.load(handle)
+    except Exception:  # absent, truncated or foreign: a cache miss, the object is rebuilt
+        return None
+
+
+def _write_cached(path: Path, key: dict, obj: object) -> None:
+    """Cache ``obj`` under ``key`` (atomically); warn, not fail, where the folder is read-only."""
+    data = pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
+    data += pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as err:
+        warnings.warn(
+            f"cannot cache the oracle at {path} ({err}); it is refitted on every load", stacklevel=3
+        )

@@ -1,0 +1,507 @@
+"""Optimize a user's own table: fit a method on it, propose new rows, save and reload the model.
+
+:class:`TableOptimizer` chains the pieces (scikit-learn style: ``__init__`` stores parameters,
+``fit`` validates and learns, learned state ends in ``_``)::
+
+    opt = TableOptimizer(target="yield", categorical=["solvent"], method="matchopt", seed=0)
+    proposals = opt.fit(frame).propose(128)  # a DataFrame in the table's own format
+
+How proposals are made:
+
+1. **The method's own designs.** ``propose(n)`` of the method (what a benchmark run scores),
+   decoded to the user's format (:meth:`TableSchema.decode`).
+2. **Deduplication** against every measured row and among the proposals, after decoding (two
+   designs that round to the same row count once).
+3. **Top-up.** When duplicates leave fewer than ``n``, the method proposes more candidates,
+   ``oversample * n`` (4 x n by default), and the best-predicted new ones fill the gap. Methods
+   that start one search per offline row (``init`` topk or random, COMs, RoMA) give at most one
+   candidate per row; BO-qEI gives every point of its BO run (its best points are often the
+   measured rows it starts from). Methods that sample (MINs, DDOM, CbAS, BONET, random) are
+   asked for 4x as many again, up to 3 rounds, while fewer than ``n`` new designs are found.
+4. **Ranking** by a surrogate's prediction of the decoded designs, best first: the method's own
+   surrogate when it has ``predict`` (MATCH-OPT, GA and the ensembles, CMA-ES, BO-qEI, BDI);
+   otherwise an ensemble of Gaussian MLPs fitted on the same data for ranking only (the
+   surrogate CMA-ES and BO-qEI use: 5 members, 256 hidden units, 100 epochs; smaller with the
+   ``quick`` preset). Predictions are reported in the user's units and sign.
+5. **Distance** of each proposal to its nearest measured row: Hamming (differing positions) for
+   sequences, else Euclidean with numeric columns in units of their std and 1 per differing
+   categorical column.
+
+If fewer than ``n`` new designs remain, :meth:`TableOptimizer.propose` returns those and warns
+(:class:`ProposalWarning`) with the count.
+
+Saving (:meth:`TableOptimizer.save`) pickles the whole fitted optimizer with ``torch.save``
+(schema, method with its configuration, seed and trained networks, ranking surrogate). Loading
+runs pickle: only load model files you trust.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from matchopt import __version__
+from matchopt.data import OfflineData
+from matchopt.encodings import DesignEncoder
+from matchopt.errors import MatchoptError
+from matchopt.evaluation import atomic_write_bytes
+from matchopt.methods import get_method_entry
+from matchopt.methods.base import Method, build_config
+from matchopt.methods.bo_qei import BoQei
+from matchopt.methods.coms import Coms
+from matchopt.methods.roma import Roma
+from matchopt.models import GaussianEnsemble
+from matchopt.tabular.schema import (
+    CSV_SUFFIXES,
+    PARQUET_SUFFIXES,
+    TableSchema,
+    check_column_names,
+    read_table,
+)
+
+#: Suffixes proposals can be written as.
+OUTPUT_SUFFIXES = CSV_SUFFIXES + PARQUET_SUFFIXES
+#: What a saved model file holds under "kind".
+MODEL_KIND = "matchopt-table-optimizer"
+#: Most proposal rounds of a method whose proposals are samples.
+MAX_ROUNDS = 3
+
+#: Ranking surrogate for methods without ``predict``, per preset (as CMA-ES / BO-qEI's ensemble).
+RANKER_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"n_models": 5, "hidden": (256,), "epochs": 100, "batch_size": 100, "lr": 1e-3},
+    "quick": {"n_models": 2, "hidden": (32,), "epochs": 3, "batch_size": 100, "lr": 1e-3},
+}
+
+
+class ProposalWarning(UserWarning):
+    """Fewer new designs than asked for."""
+
+
+# --- What each method needs -----------------------------------------------------------------------
+
+#: Fewest rows any method is fitted on: one row cannot show how the score varies.
+MIN_ROWS = 2
+
+
+def min_rows(method: str, config: Any) -> tuple[int, str]:
+    """Fewest table rows ``method`` (a registry name) can be fitted on with ``config``, and why.
+
+    MATCH-OPT cuts the rows into ``trajectory_length`` rank buckets (one point of each per
+    trajectory), so it needs at least that many; every other method needs ``MIN_ROWS``.
+    """
+    length = getattr(config, "trajectory_length", None)
+    if method in ("matchopt", "matchopt-noreg") and length is not None:
+        return max(MIN_ROWS, int(length)), (
+            f"one row per rank bucket, trajectory_length={length}; "
+            "--set trajectory_length=K lowers it"
+        )
+    return MIN_ROWS, "to see the score vary"
+
+
+def proposal_cap(method: Method, n_rows: int) -> int | None:
+    """Most designs one ``propose`` call of a fitted method can return (None: no limit).
+
+    Searches that start from offline rows (``init`` topk or random; COMs and RoMA always start
+    from the top rows) return at most one design per row; BO-qEI returns at most the points of
+    its BO run (its starting rows plus ``rounds * q``).
+    """
+    config = method.config_
+    if isinstance(method, BoQei):
+        return min(config.gp_samples, n_rows) + config.rounds * config.q
+    if isinstance(method, (Coms, Roma)) or getattr(config, "init", None) in ("topk", "random"):
+        return n_rows
+    return None
+
+
+# --- Paths ----------------------------------------------------------------------------------------
+
+
+def check_output_path(path: str | Path, option: str, suffixes: Sequence[str] | None = None) -> Path:
+    """Fail early (before any fitting) when ``path`` cannot be written.
+
+    Raises:
+        MatchoptError: unknown suffix, a folder, a missing or unwritable parent folder, or
+            Parquet output without pyarrow.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise MatchoptError(f"{option} {path}: is a folder")
+    if suffixes is not None and path.suffix.lower() not in suffixes:
+        raise MatchoptError(
+            f"{option} {path}: unknown output format {path.suffix or '(no suffix)'!r}; "
+            f"use {', '.join(suffixes)}"
+        )
+    parent = path.parent
+    if not parent.exists():
+        raise MatchoptError(f"{option} {path}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise MatchoptError(f"{option} {path}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise MatchoptError(f"{option} {path}: folder {parent} is not writable")
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise MatchoptError(
+                f"{option} {path}: Parquet needs pyarrow (pip install pyarrow)"
+            ) from None
+    return path
+
+
+def table_bytes(frame: pd.DataFrame, path: Path) -> bytes:
+    """``frame`` as the bytes of a CSV or Parquet file (chosen by the suffix of ``path``)."""
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        buffer = io.BytesIO()
+        frame.to_parquet(buffer, index=False)
+        return buffer.getvalue()
+    return frame.to_csv(index=False).encode()
+
+
+def write_table(frame: pd.DataFrame, path: str | Path) -> Path:
+    """Write ``frame`` atomically (a temporary file, then a rename): never a partial file."""
+    path = check_output_path(path, "output", OUTPUT_SUFFIXES)
+    write_file(path, table_bytes(frame, path))
+    return path
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically; an OS error becomes a one-line MatchoptError."""
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as err:
+        raise MatchoptError(f"cannot write {path}: {err.strerror or err}") from None
+
+
+# --- The optimizer --------------------------------------------------------------------------------
+
+
+class TableOptimizer:
+    """Fit an optimization method on a table of measured designs and propose new rows.
+
+    Args:
+        target: name of the score column.
+        features: feature columns; None = every column but the target.
+        categorical: feature columns holding categories (others must be numeric).
+        sequence: a fixed-length sequence column that is the whole design.
+        alphabet: letters a sequence may use; None = the letters found in the column.
+        minimize: lower target values are better.
+        bounds: column -> (low, high) range of proposals for numeric columns (default: the
+            observed range).
+        method: a registered method name (``matchopt.METHODS``).
+        preset: ``"paper"`` or ``"quick"``.
+        overrides: config field -> value (as ``--set``).
+        seed: seed of every random choice (same seed, same table: same proposals).
+        oversample: size of the top-up candidate pool, in multiples of ``n`` (used only when
+            the method's own designs repeat measured rows or each other).
+        progress: show training progress bars on stderr.
+
+    Attributes:
+        schema_: the :class:`TableSchema` of the fitted table.
+        method_: the fitted :class:`~matchopt.methods.base.Method`.
+        data_: the table as :class:`~matchopt.data.OfflineData` (target negated if minimizing).
+        ranker_: ranking ensemble (None when the method's own ``predict`` ranks).
+        ranking_: which surrogate ranks proposals, in words.
+        source_: the table's name in messages (its path, or "data").
+        n_candidates_: candidate designs the last :meth:`propose` call looked at.
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        features: Sequence[str] | None = None,
+        categorical: Iterable[str] = (),
+        sequence: str | None = None,
+        alphabet: str | None = None,
+        minimize: bool = False,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        method: str = "matchopt",
+        preset: str = "paper",
+        overrides: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        oversample: int = 4,
+        progress: bool = False,
+    ):
+        self.target = target
+        self.features = features
+        self.categorical = categorical
+        self.sequence = sequence
+        self.alphabet = alphabet
+        self.minimize = minimize
+        self.bounds = bounds
+        self.method = method
+        self.preset = preset
+        self.overrides = overrides
+        self.seed = seed
+        self.oversample = oversample
+        self.progress = progress
+
+    # -- fitting --
+
+    def fit(
+        self, data: pd.DataFrame | str | os.PathLike, source: str | None = None
+    ) -> TableOptimizer:
+        """Validate the table, fit the method (and a ranking surrogate if needed); returns self.
+
+        Args:
+            data: a DataFrame, or the path of a CSV or Parquet file.
+            source: the table's name in messages (default: its path, or "data").
+
+        Raises:
+            MatchoptError: bad options, a bad table (naming file, column, row, value), or too
+                few rows for the method.
+        """
+        if isinstance(data, (str, os.PathLike)):
+            source = source or str(data)
+            frame = read_table(data)
+        elif isinstance(data, pd.DataFrame):
+            source = source or "data"
+            frame = data
+        else:
+            raise MatchoptError(f"expected a DataFrame or a file path, got {type(data).__name__}")
+        check_column_names(list(frame.columns), source)
+        # Columns are addressed by their text name everywhere (CLI options, output files).
+        attrs = dict(frame.attrs)
+        frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
+        frame.attrs.update(attrs)
+        entry = get_method_entry(self.method)
+        config = build_config(entry, self.preset, dict(self.overrides or {}))
+        if isinstance(self.oversample, bool) or not isinstance(self.oversample, int):
+            raise MatchoptError(f"oversample must be a whole number, got {self.oversample!r}")
+        if self.oversample < 1:
+            raise MatchoptError(f"oversample must be at least 1, got {self.oversample}")
+
+        schema = TableSchema.infer(
+            frame,
+            self.target,
+            features=self.features,
+            categorical=self.categorical,
+            sequence=self.sequence,
+            alphabet=self.alphabet,
+            minimize=self.minimize,
+            bounds=self.bounds,
+            source=source,
+        )
+        for name in (schema.prediction_name, schema.distance_name):
+            if name in schema.feature_names:
+                raise MatchoptError(
+                    f"{source}: feature column {name!r} has the name of an output column; rename it"
+                )
+        need, why = min_rows(self.method, config)
+        if len(frame) < need:
+            raise MatchoptError(
+                f"{source}: method {self.method} (preset {self.preset}) needs at least {need} "
+                f"rows ({why}); {source} has {len(frame)}"
+            )
+        data_ = OfflineData(
+            schema.encode(frame, source), schema.scores(frame, source), schema.space
+        )
+
+        method = entry.cls(config, seed=self.seed, progress=self.progress)
+        method.fit(data_)
+        self.ranker_ = None
+        if callable(getattr(method, "predict", None)):
+            self.ranking_ = f"{self.method}'s own surrogate"
+        else:
+            self._fit_ranker(data_)
+        self.schema_, self.method_, self.data_, self.source_ = schema, method, data_, source
+        return self
+
+    def _fit_ranker(self, data: OfflineData) -> None:
+        params = RANKER_PRESETS.get(self.preset, RANKER_PRESETS["paper"])
+        self.ranker_encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
+        self.ranker_ = GaussianEnsemble.trained(
+            torch.from_numpy(self.ranker_encoder_.encode_x(data.x)),
+            torch.from_numpy(self.ranker_encoder_.encode_y(data.y)),
+            activation="leaky_relu",
+            seed=self.seed,
+            progress=self.progress,
+            **params,
+        )
+        self.ranking_ = (
+            f"an ensemble of {params['n_models']} Gaussian MLPs (hidden {params['hidden']}, "
+            f"{params['epochs']} epochs) fitted for ranking ({self.method} has no surrogate)"
+        )
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "method_"):
+            raise MatchoptError("TableOptimizer must be fitted before propose()")
+
+    # -- proposing --
+
+    def _predict(self, designs: np.ndarray) -> np.ndarray:
+        """Predictions as matchopt maximizes them (negated target when minimizing)."""
+        if self.ranker_ is None:
+            return np.asarray(self.method_.predict(designs), dtype=np.float64)
+        features = torch.from_numpy(self.ranker_encoder_.encode_x(designs))
+        with torch.no_grad():
+            out = self.ranker_.predict_mean(features).numpy()
+        return self.ranker_encoder_.decode_y(out)
+
+    def _propose_designs(self, count: int) -> np.ndarray:
+        try:
+            designs = self.method_.propose(count)
+        except MatchoptError:
+            # BO-qEI can stop early (a failed GP fit) with fewer points than its cap.
+            observed = len(getattr(self.method_, "observed_y_", ()))
+            if not isinstance(self.method_, BoQei) or not 0 < observed < count:
+                raise
+            designs = self.method_.propose(observed)
+        return self.data_.space.validate(designs, f"designs returned by {self.method}")
+
+    def propose(self, n: int = 128) -> pd.DataFrame:
+        """Up to ``n`` new rows in the table's format, best predicted first.
+
+        The method's own ``n`` designs come first (what it returns for ``propose(n)``, as in
+        a benchmark run); those that repeat a measured row or each other are replaced by the
+        best-predicted new designs among further candidates (see the module docstring).
+
+        Columns: the feature columns, ``predicted_<target>`` (the ranking surrogate's
+        prediction, user units) and ``nearest_euclidean`` or ``nearest_hamming`` (distance to
+        the nearest measured row). No row repeats another or a measured row.
+
+        Warns:
+            ProposalWarning: fewer than ``n`` new designs were found (the count is given).
+        """
+        self._check_fitted()
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise MatchoptError(f"the number of proposals must be a positive integer, got {n!r}")
+        n = int(n)
+        pool = _Pool(self.schema_, self.data_.x)
+        cap = proposal_cap(self.method_, len(self.data_))
+        first = n if cap is None else min(n, cap)
+        count = self.oversample * n if cap is None else min(self.oversample * n, cap)
+        if isinstance(self.method_, BoQei):
+            # One BO run gives both: its best `first` points, then every point of the run.
+            run = self._propose_designs(cap)
+            own = pool.add(run[:first])
+            if len(own) < n:
+                pool.add(run)
+        else:
+            own = pool.add(self._propose_designs(first))
+            for _ in range(MAX_ROUNDS if cap is None else 1):
+                if pool.size >= n:
+                    break
+                if count > first:  # a call for `first` designs again would repeat them
+                    pool.add(self._propose_designs(count))
+                count *= 4
+        self.n_candidates_ = pool.candidates
+        if pool.size == 0:
+            warnings.warn(
+                f"no new designs: all {pool.candidates} candidates of {self.method} repeat "
+                "measured rows; try another method or --bounds",
+                ProposalWarning,
+                stacklevel=2,
+            )
+            return pool.empty()
+        designs, table = pool.designs(), pool.table()
+        predicted = self._predict(designs)
+        # The method's own designs stay; the best-predicted extra candidates fill the rest.
+        extra = np.arange(len(own), len(designs))
+        extra = extra[np.argsort(-predicted[extra], kind="stable")][: n - len(own)]
+        chosen = np.concatenate([np.arange(len(own)), extra])
+        chosen = chosen[np.argsort(-predicted[chosen], kind="stable")]
+        out = table.iloc[chosen].reset_index(drop=True)
+        schema = self.schema_
+        out[schema.prediction_name] = schema.user_scores(predicted[chosen])
+        distances = schema.nearest_distances(designs[chosen], self.data_.x)
+        out[schema.distance_name] = (
+            distances.astype(np.int64) if schema.sequence is not None else distances
+        )
+        if len(out) < n:
+            warnings.warn(
+                f"only {len(out)} new designs (asked for {n}): the {pool.candidates} "
+                f"candidates of {self.method} repeat measured rows or each other",
+                ProposalWarning,
+                stacklevel=2,
+            )
+        return out
+
+    # -- saving --
+
+    def to_bytes(self) -> bytes:
+        """The fitted optimizer as the bytes of a model file (``torch.save`` of a pickle)."""
+        self._check_fitted()
+        buffer = io.BytesIO()
+        torch.save({"kind": MODEL_KIND, "version": __version__, "optimizer": self}, buffer)
+        return buffer.getvalue()
+
+    def save(self, path: str | Path) -> Path:
+        """Write the fitted optimizer to ``path`` atomically; :meth:`load` reads it back."""
+        path = check_output_path(path, "model")
+        write_file(path, self.to_bytes())
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> TableOptimizer:
+        """Read a model file written by :meth:`save`.
+
+        This runs pickle (``torch.load(weights_only=False)``), which can execute code: only
+        load files you trust.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise MatchoptError(f"{path}: no such model file")
+        return cls.load_bytes(path.read_bytes(), str(path))
+
+    @classmethod
+    def load_bytes(cls, data: bytes, source: str = "model") -> TableOptimizer:
+        """The optimizer in the bytes of a model file (:meth:`to_bytes`); runs pickle too."""
+        try:
+            content = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+        except Exception as err:  # unpickling raises many types for a foreign file
+            reason = " ".join(str(err).split())[:200]
+            raise MatchoptError(f"{source}: not a matchopt model file ({reason})") from None
+        if not isinstance(content, dict) or content.get("kind") != MODEL_KIND:
+            raise MatchoptError(f"{source}: not a matchopt model file (saved by --save-model)")
+        optimizer = content.get("optimizer")
+        if not isinstance(optimizer, cls):
+            raise MatchoptError(f"{source}: not a matchopt model file (saved by --save-model)")
+        return optimizer
+
+
+class _Pool:
+    """New designs found so far, in the order found, deduplicated after decoding."""
+
+    def __init__(self, schema: TableSchema, measured: np.ndarray):
+        self.schema = schema
+        self.seen = {row.tobytes() for row in measured}
+        self.rows: list[pd.DataFrame] = []
+        self.parts: list[np.ndarray] = []
+        self.size = self.candidates = 0
+
+    def add(self, raw: np.ndarray) -> np.ndarray:
+        """Decode candidates, keep the new ones; returns the designs kept from this batch."""
+        decoded, canonical = self.schema.canonical(raw)
+        self.candidates += len(canonical)
+        keep = []
+        for index, row in enumerate(canonical):
+            key = row.tobytes()
+            if key not in self.seen:
+                self.seen.add(key)
+                keep.append(index)
+        self.rows.append(decoded.iloc[keep])
+        self.parts.append(canonical[keep])
+        self.size += len(keep)
+        return canonical[keep]
+
+    def designs(self) -> np.ndarray:
+        return np.concatenate(self.parts)
+
+    def table(self) -> pd.DataFrame:
+        return pd.concat(self.rows, ignore_index=True)
+
+    def empty(self) -> pd.DataFrame:
+        out = self.table().iloc[:0].copy()
+        out[self.schema.prediction_name] = np.array([], dtype=np.float64)
+        discrete = self.schema.sequence is not None
+        out[self.schema.distance_name] = np.array([], dtype=np.int64 if discrete else np.float64)
+        return out

@@ -1,0 +1,612 @@
+"""A user's table <-> matchopt's designs: reading, validating, encoding and decoding.
+
+A :class:`TableSchema` is inferred once from the user's table (CSV, Parquet or a DataFrame) and
+then maps rows to designs of one :class:`~matchopt.data.DesignSpace` and designs back to rows in
+the user's own format:
+
+* **one sequence column** (``sequence=``): a discrete space, one token per letter over the
+  alphabet (given, or the sorted set of letters in the column); every sequence must have the
+  same length. The sequence is the whole design: other columns are ignored.
+* **numeric and categorical columns**: a continuous space. A numeric column is one coordinate;
+  a categorical column is a one-hot block of one coordinate per observed category, decoded by
+  argmax over its block. A :class:`DesignSpace` has one kind per task, so categories live inside
+  the continuous vector (a categorical-only table uses the same scheme).
+
+Decoding puts designs in the user's units: numbers are clipped to the observed ``[min, max]`` of
+their column (or to user bounds), columns whose observed values are all whole numbers stay
+integers (rounded), other numbers are written with float32 precision (the precision methods
+search in); categories and letters are always ones seen in the data (or in the given alphabet).
+User bounds only clip: methods search their usual space (e.g. ``random`` draws in the observed
+box), so with bounds inside the observed range many proposals may sit on a bound.
+
+Scores are maximized inside matchopt: ``minimize=True`` negates the target when encoding.
+Row numbers in messages count data rows from 1; for CSV files the line number (header = line 1)
+is given as well.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from matchopt.data import DesignSpace
+from matchopt.errors import MatchoptError
+
+#: File suffixes read and written as CSV or Parquet.
+CSV_SUFFIXES = (".csv",)
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+# --- Reading files --------------------------------------------------------------------------------
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a CSV (all cells as text, converted per column later) or Parquet file.
+
+    CSV cells are kept as strings (no automatic NA guessing: ``NA`` may be a sequence), so that
+    the schema reports a bad cell by its row, column and value.
+
+    Raises:
+        MatchoptError: missing file, unknown suffix, unreadable content, duplicate column names.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise MatchoptError(f"{path}: no such file")
+    if path.is_dir():
+        raise MatchoptError(f"{path}: is a folder, not a data file")
+    suffix = path.suffix.lower()
+    if suffix in CSV_SUFFIXES:
+        return _read_csv(path)
+    if suffix in PARQUET_SUFFIXES:
+        return _read_parquet(path)
+    raise MatchoptError(
+        f"{path}: unknown file format {path.suffix or '(no suffix)'!r}; "
+        f"use {', '.join(CSV_SUFFIXES + PARQUET_SUFFIXES)}"
+    )
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    try:
+        # header=None keeps the header row as written: pandas would rename duplicates (a, a.1).
+        raw = pd.read_csv(
+            path,
+            header=None,
+            dtype=str,
+            keep_default_na=False,
+            skip_blank_lines=True,
+            encoding="utf-8-sig",  # a byte-order mark (spreadsheet exports) is not a name
+        )
+    except pd.errors.EmptyDataError:
+        raise MatchoptError(f"{path}: the file is empty") from None
+    except UnicodeDecodeError:
+        raise MatchoptError(f"{path}: cannot read as CSV: not UTF-8 text") from None
+    except (pd.errors.ParserError, ValueError, OSError) as err:
+        reason = " ".join(str(err).split())
+        raise MatchoptError(f"{path}: cannot read as CSV: {reason}") from None
+    header = [str(name).strip() for name in raw.iloc[0]]
+    check_column_names(header, str(path))
+    frame = raw.iloc[1:].reset_index(drop=True)
+    frame.columns = header
+    frame.attrs["line_offset"] = 2  # data row 1 is line 2 of the file
+    return frame
+
+
+def _read_parquet(path: Path) -> pd.DataFrame:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MatchoptError(f"{path}: Parquet needs pyarrow (pip install pyarrow)") from None
+    try:
+        names = pq.read_schema(path).names
+        check_column_names(names, str(path))
+        return pq.read_table(path).to_pandas()
+    except MatchoptError:
+        raise
+    except Exception as err:  # pyarrow raises several unrelated types for a bad file
+        reason = " ".join(str(err).split())
+        raise MatchoptError(f"{path}: cannot read as Parquet: {reason}") from None
+
+
+def check_column_names(names: Sequence[object], source: str) -> None:
+    """Raise on an empty or duplicate column name (columns are addressed by name)."""
+    seen: set[str] = set()
+    for index, name in enumerate(names):
+        text = str(name)
+        if not text.strip():
+            raise MatchoptError(f"{source}: column {index + 1} has no name")
+        if text in seen:
+            raise MatchoptError(f"{source}: duplicate column name {text!r}")
+        seen.add(text)
+
+
+# --- Column kinds ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NumericColumn:
+    """A numeric feature: one coordinate of a continuous design."""
+
+    name: str
+    """Column name."""
+    low: float
+    """Smallest value a proposal may take (observed minimum or user bound)."""
+    high: float
+    """Largest value a proposal may take (observed maximum or user bound)."""
+    integer: bool
+    """Every observed value is a whole number: proposals are rounded."""
+    scale: float
+    """Population std of the observed values (1 if constant): unit of the distance column."""
+
+
+@dataclass(frozen=True)
+class CategoricalColumn:
+    """A categorical feature: a one-hot block of a continuous design, decoded by argmax."""
+
+    name: str
+    """Column name."""
+    categories: tuple
+    """Observed values (sorted when they can be), one coordinate each."""
+
+
+@dataclass(frozen=True)
+class SequenceColumn:
+    """A fixed-length sequence: the whole design, one token per position."""
+
+    name: str
+    """Column name."""
+    alphabet: str
+    """Letters in token order (token i is ``alphabet[i]``)."""
+    length: int
+    """Length of every sequence."""
+
+
+# --- The schema -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """How one table maps to designs and scores, and designs back to rows.
+
+    Build it with :meth:`infer`. Attributes are the inferred column descriptions.
+    """
+
+    target: str
+    """Name of the score column."""
+    minimize: bool
+    """Lower target values are better (the target is negated inside matchopt)."""
+    columns: tuple[NumericColumn | CategoricalColumn, ...]
+    """Numeric and categorical features, in design order (empty for a sequence table)."""
+    sequence: SequenceColumn | None
+    """The sequence column of a sequence table, else None."""
+    ignored: tuple[str, ...]
+    """Columns of the table that are neither the target nor a feature."""
+
+    # -- construction --
+
+    @classmethod
+    def infer(
+        cls,
+        frame: pd.DataFrame,
+        target: str,
+        *,
+        features: Sequence[str] | None = None,
+        categorical: Iterable[str] = (),
+        sequence: str | None = None,
+        alphabet: str | None = None,
+        minimize: bool = False,
+        bounds: Mapping[str, tuple[float, float]] | None = None,
+        source: str = "data",
+    ) -> TableSchema:
+        """Validate ``frame`` and describe its columns.
+
+        Args:
+            frame: the user's table, one row per measured design.
+            target: name of the score column.
+            features: feature columns; None = every column but the target (for a sequence
+                table: the sequence column alone).
+            categorical: feature columns to treat as categories (others must be numeric).
+            sequence: name of a fixed-length sequence column (the whole design).
+            alphabet: letters a sequence may use; None = the letters found in the column.
+            minimize: lower target values are better.
+            bounds: column -> (low, high) limits of proposals for numeric columns, instead of
+                the observed range.
+            source: name of the table in messages (its path).
+
+        Raises:
+            MatchoptError: naming the file, column, row and value of the first problem found.
+        """
+        check_column_names(list(frame.columns), source)
+        where = _Locator(source, frame.attrs.get("line_offset"))
+        columns = [str(c) for c in frame.columns]
+        frame = frame.set_axis(columns, axis=1)
+        if len(frame) == 0:
+            raise MatchoptError(f"{source}: no data rows")
+        if target not in columns:
+            raise MatchoptError(
+                f"{source}: no target column {target!r}; columns: {', '.join(columns)}"
+            )
+        categorical = list(categorical)
+        bounds = dict(bounds or {})
+        features = _feature_names(columns, target, features, categorical, sequence, source)
+        for name in categorical:
+            if name not in features:
+                raise MatchoptError(f"{source}: categorical column {name!r} is not a feature")
+        for name in bounds:
+            if name not in features or name in categorical or name == sequence:
+                raise MatchoptError(
+                    f"--bounds {name}: {name!r} is not a numeric feature column of {source}"
+                )
+
+        y = numeric_values(frame[target], target, where, hint=False)
+        if np.ptp(y) == 0:
+            raise MatchoptError(
+                f"{source}: target column {target!r} is constant ({_number(y[0])} in every row); "
+                "there is nothing to optimize"
+            )
+        ignored = tuple(c for c in columns if c != target and c not in features)
+
+        if sequence is not None:
+            _, seq = sequence_tokens(frame[sequence], sequence, alphabet, where, infer=True)
+            return cls(target, bool(minimize), (), seq, ignored)
+
+        described: list[NumericColumn | CategoricalColumn] = []
+        for name in features:
+            if name in categorical:
+                values = category_values(frame[name], name, where)
+                described.append(CategoricalColumn(name, _categories(values)))
+                continue
+            values = numeric_values(frame[name], name, where)
+            integer = bool(np.all(values == np.round(values)))
+            low, high = float(values.min()), float(values.max())
+            if name in bounds:
+                low, high = _check_bounds(name, bounds[name], integer)
+            std = float(values.std())
+            described.append(NumericColumn(name, low, high, integer, std if std > 0 else 1.0))
+        return cls(target, bool(minimize), tuple(described), None, ignored)
+
+    # -- properties --
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Feature columns in the order proposals list them."""
+        if self.sequence is not None:
+            return [self.sequence.name]
+        return [c.name for c in self.columns]
+
+    @property
+    def space(self) -> DesignSpace:
+        """The design space: tokens over the alphabet, or floats with one-hot blocks."""
+        if self.sequence is not None:
+            return DesignSpace.discrete(self.sequence.length, len(self.sequence.alphabet))
+        return DesignSpace.continuous(sum(_width(c) for c in self.columns))
+
+    @property
+    def distance_name(self) -> str:
+        """Name of the distance column of proposals."""
+        return "nearest_hamming" if self.sequence is not None else "nearest_euclidean"
+
+    @property
+    def prediction_name(self) -> str:
+        """Name of the prediction column of proposals."""
+        return f"predicted_{self.target}"
+
+    def describe(self) -> str:
+        """One line: what the design is made of."""
+        if self.sequence is not None:
+            s = self.sequence
+            return f"sequence {s.name!r}: {s.length} letters of {s.alphabet!r}"
+        numeric = sum(isinstance(c, NumericColumn) for c in self.columns)
+        cats = [c for c in self.columns if isinstance(c, CategoricalColumn)]
+        text = f"{numeric} numeric column(s)"
+        if cats:
+            sizes = ", ".join(f"{c.name} ({len(c.categories)})" for c in cats)
+            text += f", {len(cats)} categorical column(s): {sizes}"
+        return text + f" -> {self.space.describe()}"
+
+    # -- table -> designs --
+
+    def encode(self, frame: pd.DataFrame, source: str = "data") -> np.ndarray:
+        """Feature columns of a table (already validated by :meth:`infer`) -> designs (n x d)."""
+        where = _Locator(source, frame.attrs.get("line_offset"))
+        if self.sequence is not None:
+            tokens, _ = sequence_tokens(
+                frame[self.sequence.name], self.sequence.name, self.sequence.alphabet, where
+            )
+            return tokens
+        blocks = []
+        for column in self.columns:
+            if isinstance(column, NumericColumn):
+                blocks.append(numeric_values(frame[column.name], column.name, where)[:, None])
+            else:
+                values = category_values(frame[column.name], column.name, where)
+                index = {v: i for i, v in enumerate(column.categories)}
+                codes = np.array([index[v] for v in values])
+                blocks.append(np.eye(len(column.categories))[codes])
+        return np.concatenate(blocks, axis=1)
+
+    def scores(self, frame: pd.DataFrame, source: str = "data") -> np.ndarray:
+        """The target as matchopt maximizes it (negated when minimizing), (n,) float64."""
+        where = _Locator(source, frame.attrs.get("line_offset"))
+        y = numeric_values(frame[self.target], self.target, where, hint=False)
+        return -y if self.minimize else y
+
+    def user_scores(self, y: np.ndarray) -> np.ndarray:
+        """Internal scores (maximized) -> the user's units and sign."""
+        y = np.asarray(y, dtype=np.float64)
+        return -y if self.minimize else y
+
+    # -- designs -> table --
+
+    def decode(self, designs: np.ndarray) -> pd.DataFrame:
+        """Designs (n x d) -> rows in the user's format (clipped, rounded, argmax, letters)."""
+        designs = np.asarray(designs)
+        if self.sequence is not None:
+            letters = np.array(list(self.sequence.alphabet))[designs.astype(np.int64)]
+            return pd.DataFrame({self.sequence.name: ["".join(row) for row in letters]})
+        out: dict[str, object] = {}
+        start = 0
+        for column in self.columns:
+            width = _width(column)
+            block = np.asarray(designs[:, start : start + width], dtype=np.float64)
+            start += width
+            if isinstance(column, CategoricalColumn):
+                codes = block.argmax(axis=1)
+                out[column.name] = pd.Series(list(column.categories)).take(codes).to_numpy()
+            elif column.integer:
+                low, high = math.ceil(column.low), math.floor(column.high)
+                out[column.name] = np.clip(np.round(block[:, 0]), low, high).astype(np.int64)
+            else:
+                # float32 is the precision methods search in: write its shortest decimal form.
+                short = np.array([float(str(v)) for v in block[:, 0].astype(np.float32)])
+                out[column.name] = np.clip(short, column.low, column.high)
+        return pd.DataFrame(out)
+
+    def canonical(self, designs: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+        """Decoded rows and their designs re-encoded (what the user gets, as a design)."""
+        rows = self.decode(designs)
+        encoded = self.encode(rows, "proposals")
+        return rows, self.space.validate(encoded, "proposals")
+
+    # -- distances --
+
+    def distance_weights(self) -> np.ndarray:
+        """Per-coordinate weights (d,) of the continuous distance: 1/std for a numeric column,
+        1/sqrt(2) inside a one-hot block (a differing category adds exactly 1 to the squared
+        distance)."""
+        weights = []
+        for column in self.columns:
+            if isinstance(column, NumericColumn):
+                weights.append(np.array([1.0 / column.scale]))
+            else:
+                weights.append(np.full(len(column.categories), math.sqrt(0.5)))
+        return np.concatenate(weights)
+
+    def nearest_distances(self, designs: np.ndarray, reference: np.ndarray) -> np.ndarray:
+        """Distance (n,) of each design to its nearest reference design (the measured rows).
+
+        Hamming distance (differing positions) for sequences; otherwise Euclidean distance with
+        numeric columns in units of their std and 1 per differing categorical column.
+        """
+        designs, reference = np.asarray(designs), np.asarray(reference)
+        out = np.empty(len(designs))
+        # Chunks keep the (chunk x N x d) comparison array near 16M entries.
+        chunk = max(1, 16_000_000 // max(1, reference.size))
+        if self.sequence is not None:
+            for i in range(0, len(designs), chunk):
+                diff = designs[i : i + chunk, None, :] != reference[None, :, :]
+                out[i : i + chunk] = diff.sum(-1).min(-1)
+            return out
+        w = self.distance_weights()
+        a, b = designs.astype(np.float64) * w, reference.astype(np.float64) * w
+        b_sq = (b * b).sum(1)
+        for i in range(0, len(a), chunk):
+            part = a[i : i + chunk]
+            sq = (part * part).sum(1)[:, None] + b_sq[None, :] - 2.0 * part @ b.T
+            out[i : i + chunk] = np.sqrt(np.maximum(sq.min(1), 0.0))
+        return out
+
+
+# --- Column conversion ----------------------------------------------------------------------------
+
+
+class _Locator:
+    """Names a cell in messages: file, column, row (and line, for CSV files)."""
+
+    def __init__(self, source: str, line_offset: int | None):
+        self.source = source
+        self.line_offset = line_offset
+
+    def __call__(self, column: str, row: int) -> str:
+        line = f" (line {row + self.line_offset})" if self.line_offset else ""
+        return f"{self.source}: column {column!r}, row {row + 1}{line}"
+
+
+def _is_missing(value: object) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def numeric_values(series: pd.Series, name: str, where: _Locator, hint: bool = True) -> np.ndarray:
+    """A column as finite float64 values (n,); raises on the first missing, non-numeric, NaN or
+    infinite cell (``hint``: suggest --categorical for a word in a feature column)."""
+    if pd.api.types.is_bool_dtype(series):
+        series = series.astype(np.int64)
+    if pd.api.types.is_numeric_dtype(series):
+        values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+    else:
+        text = series.map(lambda v: v.strip() if isinstance(v, str) else v)
+        values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(values)
+    if not bad.any():
+        return values
+    row = int(np.argmax(bad))
+    raw = series.iloc[row]
+    if _is_missing(raw):
+        problem = "missing value" if not isinstance(raw, float) else "NaN (missing value)"
+    elif np.isinf(values[row]):
+        problem = f"{str(raw).strip()!r} is infinite; only finite numbers are allowed"
+    elif np.isnan(values[row]) and str(raw).strip().lower() == "nan":
+        problem = f"{str(raw).strip()!r} (NaN); only finite numbers are allowed"
+    else:
+        problem = f"{str(raw).strip()!r} is not a number"
+        if hint:
+            problem += " (categories: --categorical; not a feature: --features)"
+    raise MatchoptError(f"{where(name, row)}: {problem}")
+
+
+def category_values(series: pd.Series, name: str, where: _Locator) -> list:
+    """A categorical column as a list of values; raises on the first missing cell."""
+    values = series.tolist()
+    for row, value in enumerate(values):
+        if _is_missing(value):
+            raise MatchoptError(f"{where(name, row)}: missing value")
+    return [v.strip() if isinstance(v, str) else v for v in values]
+
+
+def _categories(values: list) -> tuple:
+    unique = list(dict.fromkeys(values))
+    try:
+        return tuple(sorted(unique))
+    except TypeError:  # mixed types: keep the order of first appearance
+        return tuple(unique)
+
+
+def sequence_tokens(
+    series: pd.Series,
+    name: str,
+    alphabet: str | None,
+    where: _Locator,
+    infer: bool = False,
+) -> tuple[np.ndarray, SequenceColumn]:
+    """A sequence column -> tokens (n x L, int64) and its description.
+
+    Raises on a missing or non-text cell, a length that differs from row 1's, a letter outside
+    the alphabet, a repeated letter in the alphabet or an alphabet of fewer than 2 letters.
+    """
+    values = series.tolist()
+    for row, value in enumerate(values):
+        if _is_missing(value):
+            raise MatchoptError(f"{where(name, row)}: missing sequence")
+        if not isinstance(value, str):
+            raise MatchoptError(f"{where(name, row)}: {value!r} is not a text sequence")
+    values = [v.strip() for v in values]
+    length = len(values[0])
+    for row, value in enumerate(values):
+        if len(value) != length:
+            raise MatchoptError(
+                f"{where(name, row)}: sequence {_short(value)!r} has length {len(value)}, "
+                f"row 1 has length {length}; sequences must all have the same length"
+            )
+    codes = np.frombuffer("".join(values).encode("utf-32-le"), dtype=np.uint32)
+    codes = codes.reshape(len(values), length)
+    if alphabet is None:
+        if not infer:
+            raise MatchoptError("an alphabet is needed to encode sequences")
+        alphabet = "".join(sorted(set("".join(values))))
+        if len(alphabet) < 2:
+            raise MatchoptError(
+                f"{where.source}: column {name!r} uses only the letter(s) {alphabet!r}; "
+                "pass --alphabet with every letter a design may use (at least 2)"
+            )
+    else:
+        repeated = [c for c in dict.fromkeys(alphabet) if alphabet.count(c) > 1]
+        if repeated:
+            raise MatchoptError(f"--alphabet {alphabet!r}: letter {repeated[0]!r} is repeated")
+        if len(alphabet) < 2:
+            raise MatchoptError(f"--alphabet {alphabet!r}: needs at least 2 letters")
+    letters = np.frombuffer(alphabet.encode("utf-32-le"), dtype=np.uint32)
+    order = np.argsort(letters)
+    position = np.searchsorted(letters[order], codes).clip(0, len(letters) - 1)
+    known = letters[order][position] == codes
+    if not known.all():
+        row, col = (int(i) for i in np.argwhere(~known)[0])
+        raise MatchoptError(
+            f"{where(name, row)}: letter {values[row][col]!r} at position {col + 1} of "
+            f"{_short(values[row])!r} is not in the alphabet {alphabet!r}"
+        )
+    tokens = order[position].astype(np.int64)
+    return tokens, SequenceColumn(name, alphabet, length)
+
+
+# --- Helpers --------------------------------------------------------------------------------------
+
+
+def _feature_names(
+    columns: list[str],
+    target: str,
+    features: Sequence[str] | None,
+    categorical: list[str],
+    sequence: str | None,
+    source: str,
+) -> list[str]:
+    for name in [*(features or []), *categorical, *([sequence] if sequence else [])]:
+        if name not in columns:
+            raise MatchoptError(f"{source}: no column {name!r}; columns: {', '.join(columns)}")
+        if name == target:
+            raise MatchoptError(f"{source}: the target {target!r} cannot also be a feature")
+    if features is not None and len(set(features)) != len(features):
+        raise MatchoptError("--features lists a column twice")
+    if sequence is not None:
+        if categorical:
+            raise MatchoptError("a sequence column is the whole design: drop --categorical")
+        if features is not None and list(features) != [sequence]:
+            raise MatchoptError(
+                "a sequence column is the whole design: --features cannot add other columns"
+            )
+        return [sequence]
+    names = list(features) if features is not None else [c for c in columns if c != target]
+    if not names:
+        raise MatchoptError(f"{source}: no feature columns besides the target {target!r}")
+    return names
+
+
+def _check_bounds(name: str, bound: tuple[float, float], integer: bool) -> tuple[float, float]:
+    try:
+        low, high = (float(v) for v in bound)
+    except (TypeError, ValueError):
+        raise MatchoptError(f"--bounds {name}: expected two numbers, got {bound!r}") from None
+    if not (np.isfinite(low) and np.isfinite(high)) or low >= high:
+        raise MatchoptError(f"--bounds {name}={low}:{high}: need finite low < high")
+    if integer and math.ceil(low) > math.floor(high):
+        raise MatchoptError(f"--bounds {name}={low}:{high}: no whole number in the range")
+    return low, high
+
+
+def parse_bounds(items: Iterable[str]) -> dict[str, tuple[float, float]]:
+    """``["x=0:1", "t=20:80,p=1:2"]`` -> ``{"x": (0, 1), "t": (20, 80), "p": (1, 2)}``."""
+    out: dict[str, tuple[float, float]] = {}
+    for item in items:
+        for part in next(csv.reader([item])):
+            name, sep, rest = part.partition("=")
+            low, colon, high = rest.partition(":")
+            try:
+                if not (sep and colon and name.strip()):
+                    raise ValueError
+                out[name.strip()] = (float(low), float(high))
+            except ValueError:
+                raise MatchoptError(f"--bounds {part!r}: expected COLUMN=LOW:HIGH") from None
+    return out
+
+
+def _width(column: NumericColumn | CategoricalColumn) -> int:
+    return 1 if isinstance(column, NumericColumn) else len(column.categories)
+
+
+def _short(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"

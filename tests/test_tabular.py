@@ -1,0 +1,532 @@
+"""Optimizing a user's own table: formats, bad inputs, save/load, atomic output, the CLI."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from matchopt.cli import main
+from matchopt.errors import MatchoptError
+from matchopt.methods import METHODS
+from matchopt.tabular import (
+    ProposalWarning,
+    TableOptimizer,
+    TableSchema,
+    min_rows,
+    parse_bounds,
+    read_table,
+)
+
+SOLVENTS = ["water", "ethanol", "dmso"]
+
+
+def numeric_frame(n: int = 64, seed: int = 0) -> pd.DataFrame:
+    """Float column a in [0, 1], whole-number column b in 2..9, y peaked at a=0.7, b=6."""
+    rng = np.random.default_rng(seed + 100)
+    a = np.round(rng.uniform(0, 1, n), 4)
+    b = rng.integers(2, 10, n)
+    return pd.DataFrame({"a": a, "b": b, "y": -((a - 0.7) ** 2) - ((b - 6) / 10) ** 2})
+
+
+def mixed_frame(n: int = 64, seed: int = 0) -> pd.DataFrame:
+    frame = numeric_frame(n, seed)
+    rng = np.random.default_rng(seed + 200)
+    frame.insert(2, "solvent", rng.choice(SOLVENTS, n))
+    frame["y"] += (frame["solvent"] == "ethanol") * 0.1
+    return frame
+
+
+def sequence_frame(n: int = 64, length: int = 6, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed + 300)
+    tokens = rng.integers(0, 4, (n, length))
+    seqs = ["".join("ACGT"[t] for t in row) for row in tokens]
+    return pd.DataFrame({"id": np.arange(n), "seq": seqs, "y": (tokens == 2).sum(1) * 1.0})
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_one_line_error(code: int, err: str, *parts: str) -> None:
+    """Exit status 2, no traceback, and the error is one line (progress bars may come before)."""
+    assert code == 2
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("matchopt: error: ")]
+    assert len(errors) == 1 and err.rstrip().endswith(errors[0]), err
+    for part in parts:
+        assert part in errors[0], (part, errors[0])
+
+
+def assert_new_and_unique(proposals: pd.DataFrame, frame: pd.DataFrame, features) -> None:
+    keys = [tuple(row) for row in proposals[features].itertuples(index=False)]
+    assert len(set(keys)) == len(keys)
+    measured = {tuple(row) for row in frame[features].itertuples(index=False)}
+    assert not measured & set(keys)
+
+
+# --- Input formats, end to end --------------------------------------------------------------------
+
+
+def test_numeric_table_proposals_in_range_ranked_new(tmp_path):
+    frame = numeric_frame()
+    opt = TableOptimizer(target="y", method="random", preset="quick", seed=0).fit(frame)
+    proposals = opt.propose(20)
+    assert list(proposals.columns) == ["a", "b", "predicted_y", "nearest_euclidean"]
+    assert len(proposals) == 20
+    assert proposals["a"].between(frame["a"].min(), frame["a"].max()).all()
+    assert proposals["b"].dtype == np.int64  # every observed b is a whole number
+    assert proposals["b"].between(2, 9).all()
+    assert proposals["predicted_y"].is_monotonic_decreasing
+    assert (proposals["nearest_euclidean"] > 0).all()
+    assert_new_and_unique(proposals, frame, ["a", "b"])
+    assert "ensemble" in opt.ranking_  # random has no surrogate of its own
+
+
+def test_categorical_table_uses_method_surrogate_and_observed_categories():
+    frame = mixed_frame()
+    opt = TableOptimizer(
+        target="y", categorical=["solvent"], method="matchopt", preset="quick", seed=0
+    ).fit(frame)
+    assert opt.ranker_ is None and "matchopt" in opt.ranking_
+    assert opt.schema_.space.describe() == "5 floats"  # a, b, one-hot block of 3
+    proposals = opt.propose(16)
+    assert set(proposals["solvent"]) <= set(SOLVENTS)
+    # The reported prediction is the surrogate's prediction of the decoded row.
+    designs = opt.schema_.encode(proposals)
+    np.testing.assert_allclose(
+        proposals["predicted_y"], opt.method_.predict(designs.astype(np.float32)), rtol=1e-6
+    )
+    assert_new_and_unique(proposals, frame, ["a", "b", "solvent"])
+
+
+def test_categorical_only_table_and_shortfall_warning():
+    # 3 x 2 possible designs, 4 measured: at most 2 new ones exist.
+    frame = pd.DataFrame(
+        {"s": ["x", "y", "z", "x"], "t": ["p", "p", "p", "q"], "y": [1.0, 2.0, 3.0, 4.0]}
+    )
+    opt = TableOptimizer(
+        target="y", categorical=["s", "t"], method="random", preset="quick", seed=0
+    ).fit(frame)
+    with pytest.warns(ProposalWarning, match=r"only 2 new designs \(asked for 10\)"):
+        proposals = opt.propose(10)
+    assert {tuple(r) for r in proposals[["s", "t"]].itertuples(index=False)} == {
+        ("y", "q"),
+        ("z", "q"),
+    }
+    # One differing category = distance 1.
+    np.testing.assert_allclose(proposals["nearest_euclidean"], 1.0)
+
+
+def test_method_designs_come_first_and_duplicates_are_topped_up():
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({c: rng.choice(["p", "q", "r"], 12) for c in "stu"})
+    frame["y"] = rng.normal(size=12)
+    opt = TableOptimizer(
+        target="y", categorical=["s", "t", "u"], method="random", preset="quick", seed=1
+    ).fit(frame)
+    own = opt.schema_.decode(opt.method_.propose(8))
+    measured = {tuple(r) for r in frame[["s", "t", "u"]].itertuples(index=False)}
+    own_new = {tuple(r) for r in own.itertuples(index=False)} - measured
+    assert len(own_new) < 8  # the method's own 8 designs hold repeats: a top-up is needed
+    proposals = opt.propose(8)
+    keys = {tuple(r) for r in proposals[["s", "t", "u"]].itertuples(index=False)}
+    assert len(proposals) == 8 and own_new <= keys
+    assert_new_and_unique(proposals, frame, ["s", "t", "u"])
+    assert opt.n_candidates_ == 8 + 32  # own 8, then oversample 4 x 8
+
+
+def test_sequence_table_letters_lengths_hamming():
+    frame = sequence_frame()
+    opt = TableOptimizer(
+        target="y", sequence="seq", method="random", preset="quick", seed=3, minimize=True
+    ).fit(frame)
+    assert opt.schema_.ignored == ("id",)
+    proposals = opt.propose(12)
+    assert list(proposals.columns) == ["seq", "predicted_y", "nearest_hamming"]
+    assert all(len(s) == 6 and set(s) <= set("ACGT") for s in proposals["seq"])
+    assert proposals["nearest_hamming"].dtype == np.int64
+    assert (proposals["nearest_hamming"] >= 1).all()
+    measured = set(frame["seq"])
+    for seq, distance in zip(proposals["seq"], proposals["nearest_hamming"]):
+        assert distance == min(sum(a != b for a, b in zip(seq, m)) for m in measured)
+    assert_new_and_unique(proposals, frame, ["seq"])
+    # Minimizing: the best (lowest) predicted y first, in the user's sign.
+    assert proposals["predicted_y"].is_monotonic_increasing
+    assert (proposals["predicted_y"] >= 0).all()
+
+
+def test_given_alphabet_may_hold_unseen_letters():
+    frame = sequence_frame()
+    opt = TableOptimizer(
+        target="y", sequence="seq", alphabet="TGCAN", method="random", preset="quick"
+    ).fit(frame)
+    assert opt.schema_.space.vocab_size == 5
+    proposals = opt.propose(30)
+    assert set("".join(proposals["seq"])) <= set("TGCAN")
+    assert "N" in "".join(proposals["seq"])  # uniform random letters use the whole alphabet
+
+
+def test_bounds_clip_numeric_proposals():
+    frame = numeric_frame()
+    opt = TableOptimizer(
+        target="y",
+        bounds={"a": (0.2, 0.4), "b": (3.5, 5.5)},
+        method="random",
+        preset="quick",
+    ).fit(frame)
+    proposals = opt.propose(20)
+    assert proposals["a"].between(0.2, 0.4).all()
+    assert proposals["b"].isin([4, 5]).all()
+
+
+def test_parquet_and_csv_give_the_same_proposals(tmp_path):
+    pytest.importorskip("pyarrow")
+    frame = mixed_frame()
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    frame.to_parquet(tmp_path / "d.parquet", index=False)
+    results = []
+    for name in ("d.csv", "d.parquet"):
+        opt = TableOptimizer(
+            target="y", categorical=["solvent"], method="matchopt", preset="quick", seed=1
+        )
+        results.append(opt.fit(tmp_path / name).propose(10))
+    pd.testing.assert_frame_equal(results[0], results[1], check_dtype=False)
+
+
+def test_parquet_output_round_trips(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    numeric_frame().to_csv(tmp_path / "d.csv", index=False)
+    out = tmp_path / "p.parquet"
+    code, stdout, _ = run_cli(
+        capsys, "optimize", tmp_path / "d.csv", "--target", "y", "--method", "random",
+        "--preset", "quick", "--n", "5", "--out", out,
+    )  # fmt: skip
+    assert code == 0
+    back = pd.read_parquet(out)
+    assert len(back) == 5 and back["b"].dtype == np.int64
+    assert f"5 proposals -> {out}" in stdout
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_runs_on_a_table_and_reloads_identically(name):
+    frame = mixed_frame(n=40)
+    overrides = {"trajectory_length": 16} if name.startswith("matchopt") else {}
+    opt = TableOptimizer(
+        target="y",
+        categorical=["solvent"],
+        method=name,
+        preset="quick",
+        overrides=overrides,
+        seed=0,
+    ).fit(frame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProposalWarning)  # a method may find few new rows
+        first = opt.propose(6)
+        again = TableOptimizer.load_bytes(opt.to_bytes()).propose(6)
+    assert 1 <= len(first) <= 6
+    assert set(first["solvent"]) <= set(SOLVENTS)
+    pd.testing.assert_frame_equal(first, again)
+
+
+def test_save_and_load_give_identical_proposals(tmp_path):
+    frame = sequence_frame(n=80)
+    opt = TableOptimizer(target="y", sequence="seq", method="ddom", preset="quick", seed=2)
+    proposals = opt.fit(frame).propose(10)
+    path = opt.save(tmp_path / "model.pt")
+    loaded = TableOptimizer.load(path)
+    pd.testing.assert_frame_equal(loaded.propose(10), proposals)
+    assert loaded.ranker_ is not None  # ddom has no predict: the ranking ensemble was saved
+
+
+# --- Bad inputs: one clear line, exit status 2, no traceback --------------------------------------
+
+
+@pytest.fixture
+def csv_file(tmp_path):
+    def write(text: str, name: str = "data.csv"):
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+def optimize(capsys, data, *extra):
+    return run_cli(
+        capsys, "optimize", data, "--method", "random", "--preset", "quick",
+        "--out", os.path.join(os.path.dirname(str(data)), "out.csv"), *extra,
+    )  # fmt: skip
+
+
+def test_missing_file(capsys, tmp_path):
+    code, _, err = optimize(capsys, tmp_path / "nope.csv", "--target", "y")
+    assert_one_line_error(code, err, "nope.csv", "no such file")
+
+
+def test_unknown_format(capsys, csv_file):
+    path = csv_file("a,y\n1,2\n", "data.xlsx")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "data.xlsx", "unknown file format", ".xlsx")
+
+
+def test_unreadable_parquet(capsys, csv_file):
+    pytest.importorskip("pyarrow")
+    path = csv_file("this is not parquet", "data.parquet")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "data.parquet", "cannot read as Parquet")
+
+
+def test_csv_that_is_not_text(capsys, tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_bytes(b"a,y\n\xff\xfe\x00\x81,1\n")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "data.csv", "not UTF-8")
+
+
+def test_ragged_csv_row(capsys, csv_file):
+    path = csv_file("a,y\n1,2\n3,4,5\n")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "data.csv", "cannot read as CSV", "line 3")
+
+
+def test_missing_target(capsys, csv_file):
+    path = csv_file("a,b,y\n1,2,3\n2,3,4\n")
+    code, _, err = optimize(capsys, path, "--target", "score")
+    assert_one_line_error(code, err, "data.csv", "no target column 'score'", "a, b, y")
+
+
+def test_non_numeric_value_names_column_row_line_value(capsys, csv_file):
+    path = csv_file("a,b,y\n1,2,3\n2,oops,4\n3,1,5\n")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(
+        code, err, "data.csv", "column 'b'", "row 2", "line 3", "'oops' is not a number"
+    )
+
+
+@pytest.mark.parametrize(
+    ("cell", "words"),
+    [("nan", "NaN"), ("inf", "infinite"), ("-Infinity", "infinite"), ("", "missing value")],
+)
+def test_nan_inf_and_empty_cells(capsys, csv_file, cell, words):
+    path = csv_file(f"a,y\n1,3\n{cell},4\n2,5\n")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "column 'a'", "row 2", "line 3", words)
+
+
+def test_nan_in_target_of_a_parquet_file(capsys, tmp_path):
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "data.parquet"
+    pd.DataFrame({"a": [1.0, 2.0, 3.0], "y": [1.0, np.nan, 2.0]}).to_parquet(path)
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "data.parquet", "column 'y'", "row 2", "NaN")
+
+
+def test_constant_target(capsys, csv_file):
+    path = csv_file("a,y\n1,7\n2,7\n3,7\n")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "data.csv", "'y' is constant", "7")
+
+
+def test_too_few_rows_for_the_method_says_how_many(capsys, tmp_path):
+    path = tmp_path / "data.csv"
+    numeric_frame(n=50).to_csv(path, index=False)
+    code, _, err = run_cli(
+        capsys, "optimize", path, "--target", "y", "--out", tmp_path / "o.csv"
+    )  # matchopt, paper preset: trajectory_length = 128
+    assert_one_line_error(code, err, "needs at least 128 rows", "has 50", "trajectory_length")
+
+
+def test_min_rows_table_covers_every_method():
+    from matchopt.methods.base import build_config
+
+    for name, entry in METHODS.items():
+        need, why = min_rows(name, build_config(entry, "paper"))
+        assert need >= 2 and why
+    assert min_rows("matchopt", build_config(METHODS["matchopt"], "quick"))[0] == 32
+
+
+def test_ragged_sequences(capsys, csv_file):
+    path = csv_file("seq,y\nACGT,1\nACG,2\nAGGT,3\n")
+    code, _, err = optimize(capsys, path, "--target", "y", "--sequence", "seq")
+    assert_one_line_error(code, err, "column 'seq'", "row 2", "length 3", "row 1 has length 4")
+
+
+def test_letter_outside_the_alphabet(capsys, csv_file):
+    path = csv_file("seq,y\nACGT,1\nACNT,2\nAGGT,3\n")
+    code, _, err = optimize(
+        capsys, path, "--target", "y", "--sequence", "seq", "--alphabet", "ACGT"
+    )
+    assert_one_line_error(code, err, "row 2", "letter 'N'", "position 3", "'ACGT'")
+
+
+def test_duplicate_column_name(capsys, csv_file):
+    path = csv_file("a,b,a,y\n1,2,3,4\n2,3,4,5\n")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "data.csv", "duplicate column name 'a'")
+
+
+def test_duplicate_column_name_in_a_dataframe():
+    frame = pd.DataFrame([[1, 2, 3], [2, 3, 5]], columns=["a", "a", "y"])
+    with pytest.raises(MatchoptError, match="duplicate column name 'a'"):
+        TableOptimizer(target="y", method="random").fit(frame)
+
+
+@pytest.mark.parametrize(
+    ("out", "words"),
+    [
+        ("missing_dir/out.csv", "does not exist"),
+        ("a_file.txt/out.csv", "is not a folder"),
+        ("a_dir.csv", "is a folder"),
+        ("out.xlsx", "unknown output format"),
+    ],
+)
+def test_unwritable_output_fails_before_fitting(capsys, tmp_path, monkeypatch, out, words):
+    (tmp_path / "a_file.txt").write_text("x")
+    (tmp_path / "a_dir.csv").mkdir()
+    data = tmp_path / "data.csv"
+    numeric_frame().to_csv(data, index=False)
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fit must not run when the output cannot be written")
+
+    monkeypatch.setattr(TableOptimizer, "fit", no_fit)
+    code, _, err = run_cli(
+        capsys, "optimize", data, "--target", "y", "--method", "random", "--out", tmp_path / out
+    )
+    assert_one_line_error(code, err, "--out", words)
+
+
+def test_unwritable_model_path_fails_before_fitting(capsys, tmp_path, monkeypatch):
+    data = tmp_path / "data.csv"
+    numeric_frame().to_csv(data, index=False)
+    monkeypatch.setattr(TableOptimizer, "fit", lambda *a, **k: pytest.fail("fit ran"))
+    code, _, err = run_cli(
+        capsys, "optimize", data, "--target", "y", "--out", tmp_path / "o.csv",
+        "--save-model", tmp_path / "nowhere" / "m.pt",
+    )  # fmt: skip
+    assert_one_line_error(code, err, "--save-model", "does not exist")
+
+
+def test_other_option_errors():
+    frame = numeric_frame()
+    with pytest.raises(MatchoptError, match="--bounds a=1.0:0.0"):
+        TableOptimizer(target="y", bounds={"a": (1, 0)}).fit(frame)
+    with pytest.raises(MatchoptError, match="not a numeric feature"):
+        TableOptimizer(target="y", bounds={"zz": (0, 1)}).fit(frame)
+    with pytest.raises(MatchoptError, match="expected COLUMN=LOW:HIGH"):
+        parse_bounds(["a=0-1"])
+    assert parse_bounds(["a=0:1,b=-2:3.5"]) == {"a": (0.0, 1.0), "b": (-2.0, 3.5)}
+    with pytest.raises(MatchoptError, match="cannot also be a feature"):
+        TableOptimizer(target="y", features=["a", "y"]).fit(frame)
+    with pytest.raises(MatchoptError, match="categories: --categorical; not a feature"):
+        TableOptimizer(target="y", method="random").fit(mixed_frame())
+    with pytest.raises(MatchoptError, match="unknown method"):
+        TableOptimizer(target="y", method="nope").fit(frame)
+    with pytest.raises(MatchoptError, match="only the letter"):
+        TableOptimizer(target="y", sequence="s").fit(pd.DataFrame({"s": ["AA", "AA"], "y": [1, 2]}))
+    with pytest.raises(MatchoptError, match="positive integer"):
+        TableOptimizer(target="y", method="random").fit(frame).propose(0)
+
+
+def test_load_rejects_a_file_that_is_not_a_model(capsys, tmp_path):
+    bad = tmp_path / "model.pt"
+    bad.write_bytes(b"not a model")
+    code, _, err = run_cli(capsys, "propose", "--model", bad, "--out", tmp_path / "o.csv")
+    assert_one_line_error(code, err, "model.pt", "not a matchopt model file")
+    code, _, err = run_cli(capsys, "propose", "--model", tmp_path / "no.pt")
+    assert_one_line_error(code, err, "no.pt", "no such model file")
+
+
+# --- Atomic output --------------------------------------------------------------------------------
+
+
+def test_failed_write_after_fit_leaves_no_file(capsys, tmp_path, monkeypatch):
+    data = tmp_path / "data.csv"
+    numeric_frame().to_csv(data, index=False)
+    old = tmp_path / "old.csv"
+    old.write_text("previous results\n")
+
+    def failing_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    for out in (tmp_path / "new.csv", old):
+        code, _, err = run_cli(
+            capsys, "optimize", data, "--target", "y", "--method", "random",
+            "--preset", "quick", "--out", out,
+        )  # fmt: skip
+        assert_one_line_error(code, err, "cannot write", "No space left on device")
+    assert not (tmp_path / "new.csv").exists()
+    assert old.read_text() == "previous results\n"  # an existing file is left whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv", "old.csv"]  # no temp files
+
+
+# --- Schema details -------------------------------------------------------------------------------
+
+
+def test_schema_round_trip_and_float32_precision():
+    frame = mixed_frame()
+    schema = TableSchema.infer(frame, "y", categorical=["solvent"])
+    designs = schema.encode(frame)
+    back = schema.decode(designs.astype(np.float32))
+    assert back["solvent"].tolist() == frame["solvent"].tolist()
+    assert back["b"].tolist() == frame["b"].tolist()
+    np.testing.assert_allclose(back["a"], frame["a"], rtol=1e-6)
+    assert all(len(repr(v)) <= 12 for v in back["a"])  # shortest float32 decimals
+
+
+def test_read_table_keeps_text_cells(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("seq,y\nNA,1\nAN,2\n")
+    frame = read_table(path)
+    assert frame["seq"].tolist() == ["NA", "AN"]  # "NA" is a sequence here, not a missing value
+
+
+# --- The command line as a user runs it -----------------------------------------------------------
+
+
+def subprocess_cli(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, "-m", "matchopt.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_cli_bad_input_exits_non_zero_without_traceback(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text("a,y\n1,2\nx,3\n")
+    result = subprocess_cli("optimize", path, "--target", "y", "--out", tmp_path / "o.csv")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"matchopt: error: {path}: column 'a', row 2 (line 3): 'x' is not a number "
+        "(categories: --categorical; not a feature: --features)"
+    )
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_cli_optimize_then_propose_from_saved_model_is_identical(tmp_path):
+    data = tmp_path / "data.csv"
+    mixed_frame().to_csv(data, index=False)
+    first, second, model = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "m.pt"
+    result = subprocess_cli(
+        "optimize", data, "--target", "y", "--categorical", "solvent", "--preset", "quick",
+        "--seed", "4", "--n", "12", "--out", first, "--save-model", model,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "12 proposals ->" in result.stdout
+    result = subprocess_cli("propose", "--model", model, "--n", "12", "--out", second)
+    assert result.returncode == 0, result.stderr
+    assert first.read_bytes() == second.read_bytes()
+    proposals = pd.read_csv(first)
+    assert list(proposals.columns) == ["a", "b", "solvent", "predicted_y", "nearest_euclidean"]

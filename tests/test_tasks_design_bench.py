@@ -1,0 +1,264 @@
+"""TF-Bind-10 and Superconductor on small fixtures in the design-bench layout.
+
+The fixtures keep each task's real shard count (84 and 5 shards) with fewer rows per shard:
+* tfbind10: 25,023 rows over 4,000 distinct 10-mers, each repeated about 6 times with different
+  y, scattered over the shards (so duplicates fall in one shard and across shards); enough rows
+  that more than 10,000 pass the median cut and the subsample rule applies.
+* superconductor: 460 rows of sparse element counts with a learnable critical temperature; the
+  oracle then draws all 460 rows (``min(2000, n)``) and holds out 230.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from matchopt.errors import MatchoptError
+from matchopt.tasks import TASKS, design_bench, load_task
+from matchopt.tasks.design_bench import (
+    RandomForestOracle,
+    SequenceLookupOracle,
+    Superconductor,
+    TFBind10,
+    load_shards,
+    offline_rows,
+)
+
+TF10_ROWS = [300] * 83 + [123]
+SC_ROWS = [100] * 4 + [60]
+
+
+def write_shards(root, folder, prefix, x, y, sizes):
+    base = root / folder
+    base.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for k, n in enumerate(sizes):
+        np.save(base / f"{prefix}-x-{k}.npy", x[start : start + n])
+        np.save(base / f"{prefix}-y-{k}.npy", y[start : start + n].reshape(-1, 1))
+        start += n
+
+
+def decode(codes, length=10):
+    """Tokens (n x length) of base-4 codes (n,)."""
+    powers = 4 ** np.arange(length - 1, -1, -1)
+    return ((codes[:, None] // powers) % 4).astype(np.int32)
+
+
+@pytest.fixture(scope="module")
+def tf10(tmp_path_factory):
+    """(data dir, codes (N,), y (N,)) of a TF-Bind-10 fixture."""
+    rng = np.random.default_rng(0)
+    pool = rng.choice(4**10, size=4000, replace=False)
+    codes = pool[rng.integers(0, len(pool), size=sum(TF10_ROWS))]
+    y = rng.normal(size=len(codes)).astype(np.float32)
+    root = tmp_path_factory.mktemp("tf10")
+    write_shards(root, "tf_bind_10-pho4", "tf_bind_10", decode(codes), y, TF10_ROWS)
+    return root, codes, y
+
+
+def last_occurrence(codes, y):
+    """Reference oracle: a dict overwritten row by row, in shard order."""
+    table = {}
+    for code, value in zip(codes.tolist(), y.tolist()):
+        table[code] = value
+    return table
+
+
+def test_tfbind10_loads_with_the_offline_rule(tf10):
+    root, codes, y = tf10
+    task = load_task("tfbind10", root)
+    assert TASKS["tfbind10"] is TFBind10
+    assert len(task.offline) == TFBind10.offline_size == 10_000
+    assert (y <= np.median(y)).sum() > 10_000  # so the subsample rule is exercised
+    assert task.offline.y.max() <= np.median(y)
+    # Every offline row is a row of the full data (sequence and its y together).
+    pairs = set(zip(codes.tolist(), y.astype(np.float64).tolist()))
+    offline_codes = task.offline.x @ (4 ** np.arange(9, -1, -1))
+    assert set(zip(offline_codes.tolist(), task.offline.y.tolist())) <= pairs
+    assert len(set(offline_codes.tolist())) < 10_000  # duplicated sequences can both be offline
+
+
+def test_tfbind10_oracle_takes_the_last_occurrence_across_shards(tf10):
+    root, codes, y = tf10
+    task = load_task("tfbind10", root)
+    table = last_occurrence(codes, y)
+    unique = np.array(sorted(table))
+    np.testing.assert_array_equal(task.score(decode(unique)), [table[c] for c in unique.tolist()])
+    # The rule matters: for sequences whose first and last y differ, the first is not returned.
+    first = {}
+    for code, value in zip(codes.tolist(), y.tolist()):
+        first.setdefault(code, value)
+    differ = np.array([c for c in unique.tolist() if first[c] != table[c]])
+    assert len(differ) > 3000
+    assert not np.any(task.score(decode(differ)) == [first[c] for c in differ.tolist()])
+    # A sequence seen in shard 0 and again in the last shard scores its last-shard value.
+    shard = np.repeat(np.arange(len(TF10_ROWS)), TF10_ROWS)
+    both = np.intersect1d(codes[shard == 0], codes[shard == 83])
+    assert len(both) > 0
+    last_rows = [np.flatnonzero(codes == c)[-1] for c in both]
+    assert (shard[last_rows] == 83).all()
+    np.testing.assert_array_equal(task.score(decode(both)), y[last_rows])
+
+
+def test_lookup_oracle_is_the_same_when_built_in_small_chunks(tf10, monkeypatch):
+    _, codes, y = tf10
+    x = decode(codes)
+    whole = SequenceLookupOracle(x, y, 4)
+    monkeypatch.setattr(SequenceLookupOracle, "chunk_rows", 7)
+    chunked = SequenceLookupOracle(x, y, 4)
+    np.testing.assert_array_equal(whole.values, chunked.values)
+    np.testing.assert_array_equal(whole.present, chunked.present)
+    assert whole.present.sum() == len(np.unique(codes))
+
+
+def test_tfbind10_normalizes_with_the_full_data(tf10):
+    root, _, y = tf10
+    task = load_task("tfbind10", root)
+    assert (task.y_min, task.y_max) == (float(y.min()), float(y.max()))
+    assert task.offline.y.max() < task.y_max  # the max is never offline (above the median)
+    np.testing.assert_allclose(task.normalize([y.min(), y.max()]), [0.0, 1.0])
+
+
+def test_tfbind10_offline_set_depends_only_on_the_recorded_seed(tf10):
+    root, _, _ = tf10
+    first, second = load_task("tfbind10", root), load_task("tfbind10", root)
+    np.testing.assert_array_equal(first.offline.x, second.offline.x)
+    np.testing.assert_array_equal(first.offline.y, second.offline.y)
+
+    class OtherSeed(TFBind10):
+        subsample_seed = 1
+
+    other = OtherSeed(root)
+    assert not np.array_equal(first.offline.y, other.offline.y)
+
+
+def test_tfbind10_rejects_designs_outside_the_table(tf10):
+    root, codes, _ = tf10
+    task = load_task("tfbind10", root)
+    seen = set(codes.tolist())
+    absent = np.array([next(c for c in range(4**10) if c not in seen)])
+    with pytest.raises(MatchoptError, match="not in the oracle"):
+        task.score(decode(absent))
+
+
+def test_tfbind10_missing_shards_are_named(tmp_path):
+    x = np.zeros((3, 10), dtype=np.int32)
+    write_shards(tmp_path, "tf_bind_10-pho4", "tf_bind_10", x, np.zeros(3, np.float32), [3])
+    assert TFBind10.data_status(tmp_path) == "missing"
+    with pytest.raises(MatchoptError, match="tf_bind_10"):
+        load_task("tfbind10", tmp_path)
+
+
+def test_load_shards_checks_the_files(tmp_path):
+    paths = [tmp_path / name for name in ("a-x-0.npy", "a-y-0.npy", "a-x-1.npy", "a-y-1.npy")]
+    np.save(paths[0], np.zeros((4, 10), np.int32))
+    np.save(paths[1], np.arange(4, dtype=np.float32).reshape(-1, 1))
+    np.save(paths[2], np.ones((2, 10), np.int32))
+    np.save(paths[3], np.arange(4, 6, dtype=np.float32).reshape(-1, 1))
+    x, y = load_shards(paths, (10,))
+    assert x.shape == (6, 10) and x.dtype == np.int32
+    np.testing.assert_array_equal(y, np.arange(6))
+    with pytest.raises(MatchoptError, match="a-x-0.npy.*expected rows of shape"):
+        load_shards(paths, (8,))
+    np.save(paths[3], np.zeros((3, 1), np.float32))
+    with pytest.raises(MatchoptError, match="a-x-1.npy"):
+        load_shards(paths)
+    paths[3].write_text("version https://git-lfs.github.com/spec/v1\n")
+    with pytest.raises(MatchoptError, match="cannot read design-bench file .*a-y-1.npy"):
+        load_shards(paths)
+
+
+def test_offline_rows_subsamples_only_above_max_samples():
+    y = np.arange(100.0)
+    np.testing.assert_array_equal(offline_rows(y, 50), np.arange(50))
+    np.testing.assert_array_equal(offline_rows(y, 50, max_samples=80), np.arange(50))
+    rows = offline_rows(y, 50, max_samples=10, seed=3)
+    assert len(set(rows.tolist())) == 10 and rows.max() < 50
+    np.testing.assert_array_equal(rows, np.sort(rows))
+    np.testing.assert_array_equal(rows, offline_rows(y, 50, max_samples=10, seed=3))
+
+
+@pytest.fixture
+def sc_dir(tmp_path):
+    """Data dir with a Superconductor fixture; returns (dir, x, y)."""
+    rng = np.random.default_rng(1)
+    n = sum(SC_ROWS)
+    x = rng.poisson(0.3, size=(n, 86)).astype(np.float32) * (rng.random((n, 86)) < 0.1)
+    weights = rng.normal(size=86) * (rng.random(86) < 0.2)
+    y = (20 + 10 * x @ weights + rng.normal(scale=1.0, size=n)).clip(0.1).astype(np.float32)
+    write_shards(tmp_path, "superconductor", "superconductor", x, y, SC_ROWS)
+    return tmp_path, x, y
+
+
+def test_superconductor_loads_scores_and_normalizes(sc_dir):
+    root, x, y = sc_dir
+    task = load_task("superconductor", root)
+    assert TASKS["superconductor"] is Superconductor
+    assert len(task.offline) == (y <= np.percentile(y, 80)).sum()
+    assert task.offline.x.dtype == np.float32 and task.offline.x.shape[1] == 86
+    assert (task.y_min, task.y_max) == (float(y.min()), float(y.max()))
+    assert task.offline.y.max() < task.y_max
+    assert task.oracle_val_r2 > 0.5 and task.oracle_val_spearman > 0.5
+    scores = task.score(x[:50])
+    assert scores.shape == (50,) and scores.dtype == np.float64
+    assert np.corrcoef(scores, y[:50])[0, 1] > 0.8
+    with pytest.raises(MatchoptError, match="shape"):
+        task.score(np.zeros((2, 85)))
+
+
+def test_superconductor_oracle_is_cached_and_reused(sc_dir, monkeypatch):
+    root, x, _ = sc_dir
+    first = load_task("superconductor", root)
+    assert first.oracle_cache_path().is_file()
+
+    def no_refit(self, x, y):
+        raise AssertionError("the cached oracle was refitted")
+
+    monkeypatch.setattr(RandomForestOracle, "fit", no_refit)
+    second = load_task("superconductor", root)
+    np.testing.assert_array_equal(second.score(x[:64]), first.score(x[:64]))
+    assert second.oracle_val_r2 == first.oracle_val_r2
+
+
+def test_superconductor_refits_when_the_cache_does_not_match(sc_dir, monkeypatch):
+    root, x, y = sc_dir
+    first = load_task("superconductor", root)
+    fits = []
+    original = RandomForestOracle.fit
+
+    def counted(self, x, y):
+        fits.append(1)
+        return original(self, x, y)
+
+    monkeypatch.setattr(RandomForestOracle, "fit", counted)
+    # Changed data: the key's digest of the drawn rows differs.
+    changed = y.copy()
+    changed[-1] += 50
+    write_shards(root, "superconductor", "superconductor", x, changed, SC_ROWS)
+    load_task("superconductor", root)
+    assert len(fits) == 1
+    # A corrupt cache file is a miss, not an error.
+    first.oracle_cache_path().write_bytes(b"not a pickle")
+    load_task("superconductor", root)
+    assert len(fits) == 2
+    load_task("superconductor", root)
+    assert len(fits) == 2
+
+
+def test_superconductor_same_seed_same_oracle_and_unwritable_cache_warns(sc_dir, monkeypatch):
+    root, x, _ = sc_dir
+    cached = load_task("superconductor", root)
+
+    def read_only(path, data):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    cached.oracle_cache_path().unlink()
+    monkeypatch.setattr(design_bench, "atomic_write_bytes", read_only)
+    with pytest.warns(UserWarning, match="cannot cache the oracle"):
+        refitted = load_task("superconductor", root)
+    assert not refitted.oracle_cache_path().exists()
+    # Refitted from scratch with the same recorded seed: the same forest.
+    np.testing.assert_array_equal(refitted.score(x), cached.score(x))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(cached.score(x[:3]), cached.score(x[:3]))
