@@ -25,7 +25,6 @@ from matchopt.errors import MatchoptError  # noqa: E402
 from matchopt.evaluation import RunRecord  # noqa: E402
 from matchopt.methods import METHODS, MatchOpt, MatchOptConfig, Method, make_method  # noqa: E402
 from matchopt.runner import run  # noqa: E402
-from matchopt.tabular import TableOptimizer  # noqa: E402
 from matchopt.tasks import TASKS, Task, load_task  # noqa: E402
 
 __all__ = [
@@ -45,3 +44,12 @@ __all__ = [
     "make_method",
     "run",
 ]
+
+
+def __getattr__(name: str):
+    # TableOptimizer pulls in pandas; import it only when asked for.
+    if name == "TableOptimizer":
+        from matchopt.tabular import TableOptimizer
+
+        return TableOptimizer
+    raise AttributeError(f"module 'matchopt' has no attribute {name!r}")
