@@ -5,6 +5,31 @@ import pytest
 
 from matchopt.tasks import DATA_DIR_ENV
 
+#: Thread variables read by BLAS/OpenMP in subprocesses the tests start (CLI, bench workers).
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="run the suite with torch.set_num_threads(N) (and N BLAS threads in subprocesses), "
+        "to check that no test depends on the thread count",
+    )
+
+
+def pytest_configure(config):
+    threads = config.getoption("--torch-threads")
+    if threads is not None:
+        if threads < 1:
+            raise pytest.UsageError(f"--torch-threads must be >= 1, got {threads}")
+        import torch
+
+        torch.set_num_threads(threads)
+        for variable in THREAD_VARIABLES:
+            os.environ[variable] = str(threads)
+
 
 @pytest.fixture
 def data_dir() -> Path:

@@ -6,6 +6,7 @@
                    [--backend local|ray] [--workers N] [--ray-address ADDR] [--set key=value ...]
     matchopt report DIR [--percentiles 100,50] [--format md|latex|csv] [--plots DIR]
     matchopt study gradient-error [--out DIR] [--seed S] [--epochs E] ...
+    matchopt study checkpoint-selection --task T[,T2] --seeds 0,1 --every K [--split random|top]
     matchopt optimize DATA --target COL [--minimize] [--categorical A,B] [--sequence COL]
                       [--method M] [--n 128] [--out proposals.csv] [--save-model PATH] ...
     matchopt propose --model PATH [--n 128] [--out proposals.csv]
@@ -37,6 +38,7 @@ from matchopt.runner import run
 from matchopt.runtime import keep_freed_memory
 from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, load_task, resolve_data_dir
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
+from matchopt.validation import SPLITS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -125,6 +127,22 @@ def build_parser() -> argparse.ArgumentParser:
     p_grad.add_argument("--seed", type=int, default=0)
     p_grad.add_argument("--epochs", type=int, default=200, help="training epochs of both models")
     p_grad.add_argument("--batch-size", type=int, default=128, help="trajectory length / batch")
+
+    p_check = studies.add_parser(
+        "checkpoint-selection",
+        help="which held-out metric picks MATCH-OPT's good checkpoints (oracle-scored study)",
+    )
+    p_check.add_argument("--task", default=DEFAULT_TASK, help="task name(s), comma-separated")
+    p_check.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    p_check.add_argument("--every", type=int, default=10, help="epochs between checkpoints")
+    p_check.add_argument("--split", default="random", choices=SPLITS, help="held-out rows")
+    p_check.add_argument("--fraction", type=float, default=0.1, help="share of rows held out")
+    p_check.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
+    p_check.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override"
+    )
+    p_check.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
+    p_check.add_argument("--out", default="study-checkpoint-selection", help="folder for outputs")
 
     p_data = sub.add_parser("data", help="fetch design-bench data files or show which are here")
     data_sub = p_data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
@@ -243,6 +261,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
+    if args.study == "checkpoint-selection":
+        return _checkpoint_selection_study(args)
     from matchopt.studies.gradient_error import format_summary, run_gradient_error_study
 
     summary = run_gradient_error_study(
@@ -256,6 +276,32 @@ def cmd_study(args: argparse.Namespace) -> int:
         progress=True,
     )
     print(format_summary(summary))
+    print(f"CSV and PNG in {args.out}", file=sys.stderr)
+    return 0
+
+
+def _checkpoint_selection_study(args: argparse.Namespace) -> int:
+    from matchopt.studies.checkpoint_selection import (
+        format_table,
+        run_checkpoint_selection_study,
+    )
+
+    overrides = parse_set_options(args.set)
+    build_config(get_method_entry("matchopt"), args.preset, overrides)  # fail before any work
+    rules = run_checkpoint_selection_study(
+        _names(args.task, "--task"),
+        parse_seeds(args.seeds),
+        args.out,
+        every=args.every,
+        split=args.split,
+        fraction=args.fraction,
+        preset=args.preset,
+        overrides=overrides,
+        data_dir=args.data_dir,
+        progress=True,
+    )
+    print("Mean oracle scores of the checkpoints each rule picks (study only):")
+    print(format_table(rules))
     print(f"CSV and PNG in {args.out}", file=sys.stderr)
     return 0
 

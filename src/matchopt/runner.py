@@ -63,7 +63,7 @@ def run(
         search_seconds=searched - fitted,
         version=__version__,
         n_designs=n_designs,
-        extra={"environment": environment()},
+        extra={"environment": environment(), **_fit_report(solver)},
     )
     return record, designs
 
@@ -79,6 +79,11 @@ def environment() -> dict[str, Any]:
         "machine": platform.machine(),
         "python": platform.python_version(),
     }
+
+
+def _fit_report(solver) -> dict[str, Any]:
+    report = solver.fit_report()
+    return {"fit": report} if report else {}
 
 
 def _jsonable(config: dict[str, Any]) -> dict[str, Any]:

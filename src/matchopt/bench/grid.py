@@ -306,7 +306,10 @@ def run_grid(
             todo.append(cell)
     _remove_stale_temporaries(out, todo)
 
-    threads = max(1, (os.cpu_count() or 1) // min(workers, max(1, len(todo))))
+    # Threads per cell follow the whole grid, not the cells left: thread count changes BLAS
+    # summation order, so a resumed grid must give a cell the threads of an uninterrupted run.
+    workers = min(workers, max(1, len(cells)))
+    threads = max(1, (os.cpu_count() or 1) // workers)
     bar = tqdm(
         total=len(cells),
         initial=len(summary.skipped),

@@ -23,7 +23,9 @@ import numpy as np
 from matchopt.data import OfflineData
 from matchopt.errors import MatchoptError
 
-PRESETS = ("paper", "quick")
+#: Every method has ``paper`` and ``quick``; MATCH-OPT also ``validated`` (checkpoint chosen on
+#: held-out offline rows) and its small twin ``validated-quick``. Others refuse those by name.
+PRESETS = ("paper", "quick", "validated", "validated-quick")
 
 
 class Method(ABC):
@@ -57,6 +59,13 @@ class Method(ABC):
     @abstractmethod
     def propose(self, n: int = 128) -> np.ndarray:
         """Return ``n`` designs (n x shape) in the data's own format (tokens or floats)."""
+
+    def fit_report(self) -> dict[str, Any]:
+        """What ``fit`` measured about itself (e.g. validation curves), kept in run records.
+
+        JSON-ready; empty for methods that measure nothing.
+        """
+        return {}
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "data_"):

@@ -47,6 +47,14 @@ from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
 from matchopt.models.mlp import MLP
 from matchopt.search import START_CHOICES, gradient_ascent, starting_points, step_size
+from matchopt.validation import (
+    SELECTIONS,
+    SPLITS,
+    CheckpointSelector,
+    Validator,
+    evaluation_rows,
+    holdout_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -79,9 +87,31 @@ class MatchOptConfig:
     """Search starts: topk (paper), random offline rows, or gaussian N(0, I) (script, TF-Bind)."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
     """How the loss gradient is computed: closed form (fused) or autograd; both are exact."""
+    validation_fraction: float = 0.0
+    """Share of offline rows held out of training to score checkpoints; 0 = none (the paper)."""
+    validation_split: str = field(default="random", metadata={"choices": SPLITS})
+    """Held-out rows: random (stratified by rank) or top (the highest y; extrapolation)."""
+    validation_every: int = 1
+    """Score the surrogate on the held-out rows after every this many epochs (and the last)."""
+    selection: str = field(default="last", metadata={"choices": SELECTIONS})
+    """Checkpoint kept: last (the paper) or the best evaluated epoch by this validation metric."""
+    refit: bool = False
+    """After selecting epoch E on the split, train a new surrogate on all rows for E epochs."""
 
 
 QUICK = {"hidden": (64, 32, 16), "epochs": 4, "search_steps": 20, "trajectory_length": 32}
+#: Validated presets share the paper's training and search; only the checkpoint rule is added.
+#: The rule was chosen on development tasks (potts, styblinski-tang, hopper-local) with
+#: ``matchopt study checkpoint-selection`` before any TF-Bind-8 run (README: Checkpoint selection).
+VALIDATED = {
+    "validation_fraction": 0.1,
+    "validation_split": "random",
+    "validation_every": 1,
+    "selection": "spearman",
+}
+#: At most this many held-out trajectories enter the validation matching loss: it needs input
+#: gradients, and more would make validation cost more than a few percent of training.
+VALIDATION_TRAJECTORIES = 8
 
 
 # --- 1. Monotonic trajectories -----------------------------------------------------------------
@@ -304,18 +334,78 @@ class MatchOpt(Method):
         model_: the trained :class:`MLP` (on normalized features and scores).
         encoder_: maps designs to normalized features and back.
         losses_: mean training loss of every epoch.
+        selected_epoch_: the epoch whose parameters ``model_`` holds (``epochs`` under ``last``).
+        validator_: the :class:`~matchopt.validation.Validator` (history of every metric), or
+            None without validation.
+        checkpoints_: parameters at every validated epoch (``fit(keep_checkpoints=True)`` only).
     """
 
     config_class = MatchOptConfig
-    presets = {"paper": {}, "quick": QUICK}
+    presets = {
+        "paper": {},
+        "quick": QUICK,
+        "validated": VALIDATED,
+        "validated-quick": {**QUICK, **VALIDATED},
+    }
 
-    def fit(self, data: OfflineData) -> MatchOpt:
+    def fit(self, data: OfflineData, keep_checkpoints: bool = False) -> MatchOpt:
+        """Train the surrogate (Algorithm 1), with hold-out validation if configured.
+
+        Args:
+            data: the offline designs and scores.
+            keep_checkpoints: keep the parameters of every validated epoch in ``checkpoints_``
+                (for :mod:`matchopt.studies.checkpoint_selection`).
+        """
         config = self.config_
-        rule = quadrature_rule(config.quadrature, config.kappa)
+        if config.selection != "last" and config.validation_fraction <= 0:
+            raise MatchoptError(
+                f"selection={config.selection!r} needs held-out rows: set validation_fraction > 0"
+            )
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x))
         scores = torch.from_numpy(self.encoder_.encode_y(data.y))
-        buckets = rank_buckets(data.y, config.trajectory_length)
+        train_rows = np.arange(len(data))
+        validator, selector = None, CheckpointSelector(config.selection, keep_checkpoints)
+        if config.validation_fraction > 0:
+            train_rows, held_rows = holdout_rows(
+                data.y, config.validation_fraction, config.validation_split, self.seed
+            )
+            validator = self._validator(features, scores, data.y, train_rows, held_rows)
+        model = self._train(
+            features, scores, data.y, train_rows, config.epochs, validator, selector
+        )
+        self.selected_epoch_ = config.epochs
+        if validator is not None and config.selection != "last":
+            self.selected_epoch_ = selector.restore(model)
+            if config.refit:
+                all_rows = np.arange(len(data))
+                model = self._train(features, scores, data.y, all_rows, self.selected_epoch_)
+        self.validator_ = validator
+        self.checkpoints_ = selector.checkpoints
+        self.validation_ = validator.curves() if validator is not None else {}
+        model.eval()
+        self.model_ = model
+        self.data_ = data
+        return self
+
+    def _train(
+        self,
+        features: torch.Tensor,
+        scores: torch.Tensor,
+        y: np.ndarray,
+        rows: np.ndarray,
+        epochs: int,
+        validator: Validator | None = None,
+        selector: CheckpointSelector | None = None,
+    ) -> MLP:
+        """Algorithm 1 on the offline ``rows`` for ``epochs`` epochs; returns the surrogate.
+
+        With a validator, the surrogate is scored after every ``validation_every`` epochs and
+        after the last, and ``selector`` sees each score.
+        """
+        config = self.config_
+        rule = quadrature_rule(config.quadrature, config.kappa)
+        buckets = [rows[b] for b in rank_buckets(y[rows], config.trajectory_length)]
         rng = np.random.default_rng(self.seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
@@ -325,31 +415,67 @@ class MatchOpt(Method):
 
         self.losses_: list[float] = []
         bar = tqdm(
-            range(config.epochs),
+            range(epochs),
             desc="MATCH-OPT training",
             unit="epoch",
             disable=not self.progress,
             leave=False,
         )
-        for _ in bar:
+        for epoch in bar:
             epoch_loss = 0.0
             trajectories = torch.from_numpy(sample_trajectories(buckets, rng))
-            for x, y in zip(features[trajectories], scores[trajectories]):
+            for x, y_path in zip(features[trajectories], scores[trajectories]):
                 if fused:
-                    epoch_loss += fused_loss_and_gradients(model, x, y, rule, config.alpha)
+                    epoch_loss += fused_loss_and_gradients(model, x, y_path, rule, config.alpha)
                 else:
                     optimizer.zero_grad()
-                    loss = gradient_matching_loss(model, x, y, rule, config.alpha)
+                    loss = gradient_matching_loss(model, x, y_path, rule, config.alpha)
                     loss.backward()
                     epoch_loss += loss.item()
                 optimizer.step()
             self.losses_.append(epoch_loss / len(trajectories))
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
+            done = epoch + 1
+            if validator is not None and (done % config.validation_every == 0 or done == epochs):
+                selector.update(model, validator(model, done))
         bar.close()
-        model.eval()
-        self.model_ = model
-        self.data_ = data
-        return self
+        return model
+
+    def _validator(
+        self,
+        features: torch.Tensor,
+        scores: torch.Tensor,
+        y: np.ndarray,
+        train_rows: np.ndarray,
+        held_rows: np.ndarray,
+    ) -> Validator:
+        """Scores on the held-out rows, plus eq. 14's loss on trajectories through them."""
+        config = self.config_
+        rows = evaluation_rows(y, train_rows, held_rows, config.validation_split, self.seed)
+        rule = quadrature_rule(config.quadrature, config.kappa)
+        length = min(config.trajectory_length, len(rows))
+        buckets = [rows[b] for b in rank_buckets(y[rows], length)]
+        paths = sample_trajectories(buckets, np.random.default_rng([self.seed, 8]))
+        paths = torch.from_numpy(paths[:VALIDATION_TRAJECTORIES])
+
+        def matching_loss(model: torch.nn.Module) -> float:
+            with torch.enable_grad():
+                losses = [
+                    gradient_matching_loss(model, x, y_path, rule, config.alpha).item()
+                    for x, y_path in zip(features[paths], scores[paths])
+                ]
+            return float(np.mean(losses))
+
+        return Validator(
+            features[rows], scores[rows].numpy(), extra_metrics={"matching-loss": matching_loss}
+        )
+
+    def fit_report(self) -> dict:
+        """Validation curves and the selected epoch (empty without validation)."""
+        self._check_fitted()
+        if not self.validation_:
+            return {}
+        return {"validation": self.validation_, "selected_epoch": self.selected_epoch_}
 
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: gradient ascent on the surrogate from ``config.init`` starts."""

@@ -1,0 +1,316 @@
+"""Which offline checkpoint-selection rule finds MATCH-OPT's good surrogates? (issue 10)
+
+Run as published, MATCH-OPT trains 200 epochs and searches once at the end; on TF-Bind-8 the
+surrogates after 40-100 epochs give better designs than the last one. Choosing the epoch by
+oracle score would leak the oracle; choosing it from held-out offline rows is a method. This
+study measures how well each rule of :data:`~matchopt.validation.SELECTIONS` does that.
+
+Read top to bottom:
+
+1. **Training** (one per task and seed): MATCH-OPT with the paper's configuration, ``fraction``
+   of the offline rows held out (``split``: random or top), a checkpoint and every validation
+   metric after every ``every`` epochs (:mod:`matchopt.validation`).
+2. **Oracle** (the study only): every checkpoint runs the paper's search and its 128 designs are
+   scored by the task's oracle. This module is the only place in matchopt that scores
+   intermediate checkpoints with an oracle; the outputs label these columns ``oracle_*``, and no
+   rule sees them.
+3. **Rules**: ``last`` and the best checkpoint by each validation metric. For each rule, the mean
+   oracle p100/p50 of the checkpoints it picks; for each metric, the Spearman correlation between
+   the metric (signed so that larger is better) and oracle p50 across one seed's checkpoints.
+
+Outputs in ``out`` (each written atomically; a finished (task, seed) is kept and skipped on a
+rerun, so a long study resumes): ``<task>/seed<k>.csv`` (one row per checkpoint),
+``checkpoints.csv`` (all of them), ``rules.csv``, ``metric_correlation.csv``, and
+``<task>.png`` (oracle p100 and p50 against epoch per seed, each rule's pick marked).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from matchopt.errors import MatchoptError
+from matchopt.evaluation import atomic_write_bytes, percentile
+from matchopt.methods import make_method
+from matchopt.tasks import Task, load_task
+from matchopt.validation import METRICS, SELECTIONS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CHECKPOINTS_FILE = "checkpoints.csv"
+RULES_FILE = "rules.csv"
+CORRELATION_FILE = "metric_correlation.csv"
+#: Metrics where smaller is better, beyond :data:`METRICS`.
+SMALLER_IS_BETTER = {"mse", "matching-loss"}
+RULES = SELECTIONS
+N_DESIGNS = 128
+
+
+def _import_pandas():
+    try:
+        import pandas as pd
+    except ImportError:
+        raise MatchoptError(
+            "the checkpoint-selection study needs pandas: pip install pandas"
+        ) from None
+    return pd
+
+
+# --- 1 + 2. One training, every checkpoint searched and scored ----------------------------------
+
+
+def study_seed(
+    task: Task,
+    seed: int,
+    every: int,
+    split: str = "random",
+    fraction: float = 0.1,
+    preset: str = "paper",
+    overrides: dict[str, Any] | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """One MATCH-OPT training on ``task`` with a checkpoint every ``every`` epochs.
+
+    Returns:
+        One row per checkpoint: epoch, every validation metric, ``oracle_p100`` and
+        ``oracle_p50`` of the 128 designs its search returns.
+    """
+    pd = _import_pandas()
+    settings = {
+        **(overrides or {}),
+        "validation_fraction": fraction,
+        "validation_split": split,
+        "validation_every": every,
+        "selection": "last",
+    }
+    method = make_method("matchopt", preset, settings, seed=seed, progress=progress)
+    method.fit(task.offline, keep_checkpoints=True)
+    rows = []
+    for metrics, state in zip(method.validator_.history, method.checkpoints_):
+        method.model_.load_state_dict(state)
+        designs = method.propose(N_DESIGNS)
+        scores = task.normalize(task.score(designs))
+        rows.append(
+            {
+                "task": task.name,
+                "seed": seed,
+                "split": split,
+                **metrics,
+                "oracle_p100": percentile(scores, 100),
+                "oracle_p50": percentile(scores, 50),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --- 3. Rules ------------------------------------------------------------------------------------
+
+
+def rule_picks(checkpoints: pd.DataFrame) -> pd.DataFrame:
+    """The checkpoint each rule picks, per (task, seed): columns task, seed, rule, epoch, oracle_*.
+
+    ``last`` picks the final epoch; a metric rule the best value (earliest epoch on ties), as
+    :class:`~matchopt.validation.CheckpointSelector` does during training.
+    """
+    pd = _import_pandas()
+    picks = []
+    for (task, seed), group in checkpoints.groupby(["task", "seed"], sort=False):
+        group = group.sort_values("epoch")
+        for rule in RULES:
+            if rule == "last":
+                row = group.iloc[-1]
+            else:
+                values = group[rule].to_numpy(dtype=float)
+                if np.isnan(values).all():
+                    continue
+                signed = -values if rule in SMALLER_IS_BETTER else values
+                row = group.iloc[int(np.nanargmax(signed))]
+            picks.append(
+                {
+                    "task": task,
+                    "seed": seed,
+                    "rule": rule,
+                    "epoch": int(row["epoch"]),
+                    "oracle_p100": float(row["oracle_p100"]),
+                    "oracle_p50": float(row["oracle_p50"]),
+                }
+            )
+    return pd.DataFrame(picks)
+
+
+def rule_table(picks: pd.DataFrame) -> pd.DataFrame:
+    """Per rule: mean oracle p100/p50 per task, and its mean p50 rank over the tasks.
+
+    The rank is computed per task from the rules' mean p50 (1 = best, ties share the lower rank),
+    then averaged over tasks: the criterion written in the README before the study was run.
+    """
+    means = picks.groupby(["rule", "task"], sort=False)[["oracle_p100", "oracle_p50"]].mean()
+    table = means.unstack("task")
+    table.columns = [f"{task} {column.removeprefix('oracle_')}" for column, task in table.columns]
+    p50 = means["oracle_p50"].unstack("task")
+    table["mean p50 rank"] = p50.rank(ascending=False, method="min").mean(axis=1)
+    epochs = picks.groupby("rule", sort=False)["epoch"].apply(lambda e: " ".join(map(str, e)))
+    table["epochs picked"] = epochs
+    order = [rule for rule in RULES if rule in table.index]
+    return table.loc[order].sort_values("mean p50 rank", kind="stable")
+
+
+def metric_correlations(checkpoints: pd.DataFrame) -> pd.DataFrame:
+    """Spearman correlation of each metric (signed: larger is better) with oracle p50.
+
+    Computed across the checkpoints of one (task, seed), then averaged over seeds per task.
+    """
+    pd = _import_pandas()
+    from scipy import stats
+
+    rows = []
+    for (task, seed), group in checkpoints.groupby(["task", "seed"], sort=False):
+        for metric in [*METRICS, "matching-loss"]:
+            values = group[metric].to_numpy(dtype=float)
+            sign = -1.0 if metric in SMALLER_IS_BETTER else 1.0
+            ok = np.isfinite(values)
+            oracle = group["oracle_p50"].to_numpy(dtype=float)[ok]
+            if ok.sum() < 3 or np.ptp(values[ok]) == 0 or np.ptp(oracle) == 0:
+                rho = float("nan")
+            else:
+                rho = float(stats.spearmanr(sign * values[ok], oracle).statistic)
+            rows.append({"task": task, "seed": seed, "metric": metric, "spearman_with_p50": rho})
+    frame = pd.DataFrame(rows)
+    return frame.groupby(["metric", "task"], sort=False)["spearman_with_p50"].mean().unstack("task")
+
+
+def _figure_png(checkpoints: pd.DataFrame, picks: pd.DataFrame, task: str) -> bytes:
+    """Oracle p100 (top) and p50 (bottom) against epoch, one column per seed, rules marked."""
+    from matplotlib.figure import Figure
+
+    data = checkpoints[checkpoints["task"] == task]
+    seeds = sorted(data["seed"].unique())
+    fig = Figure(figsize=(3.2 * len(seeds) + 1.8, 5.0), layout="constrained")
+    axes = fig.subplots(2, len(seeds), squeeze=False, sharex=True)
+    markers = dict(zip(RULES, "osD^v<>ph"))
+    colors = dict(zip(RULES, [f"C{i}" for i in range(len(RULES))]))
+    for column, seed in enumerate(seeds):
+        curve = data[data["seed"] == seed].sort_values("epoch")
+        chosen = picks[(picks["task"] == task) & (picks["seed"] == seed)]
+        for row_index, score in enumerate(("oracle_p100", "oracle_p50")):
+            ax = axes[row_index][column]
+            ax.plot(curve["epoch"], curve[score], color="0.4", lw=1.2)
+            for offset, pick in enumerate(chosen.itertuples(index=False)):
+                ax.plot(
+                    pick.epoch,
+                    getattr(pick, score) + 0.004 * (offset - len(chosen) / 2),
+                    linestyle="none",
+                    marker=markers[pick.rule],
+                    color=colors[pick.rule],
+                    label=pick.rule,
+                    ms=6,
+                    alpha=0.85,
+                )
+            ax.grid(alpha=0.3)
+            if row_index == 0:
+                ax.set_title(f"{task}, seed {seed}")
+            else:
+                ax.set_xlabel("epoch")
+            if column == 0:
+                ax.set_ylabel(f"{score.removeprefix('oracle_')} (oracle, study only)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside right center", title="rule's pick", fontsize=8)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def _csv_bytes(frame: pd.DataFrame, index: bool = False) -> bytes:
+    return frame.to_csv(index=index, float_format="%.6g").encode()
+
+
+def run_checkpoint_selection_study(
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    out_dir: str | Path,
+    every: int = 10,
+    split: str = "random",
+    fraction: float = 0.1,
+    preset: str = "paper",
+    overrides: dict[str, Any] | None = None,
+    data_dir: str | Path | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run (or resume) the study and write its tables and figures; returns the rule table.
+
+    Args:
+        tasks: task names; rules are ranked across them.
+        seeds: one training per seed and task.
+        out_dir: output folder.
+        every: epochs between checkpoints.
+        split: ``random`` or ``top`` held-out rows.
+        fraction: share of offline rows held out.
+        preset: MATCH-OPT preset the trainings start from (``paper`` for the study itself).
+        overrides: config overrides on top of the preset (e.g. fewer epochs for a smoke test).
+        data_dir: design-bench data folder.
+        progress: progress bars on stderr.
+    """
+    pd = _import_pandas()
+    if every < 1:
+        raise MatchoptError(f"--every must be >= 1 epoch, got {every}")
+    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
+    out = Path(out_dir)
+    frames = []
+    jobs = [(task, seed) for task in tasks for seed in seeds]
+    bar = tqdm(jobs, desc="checkpoint study", unit="run", disable=not progress)
+    loaded: dict[str, Task] = {}
+    for task_name, seed in bar:
+        path = out / task_name / f"seed{seed}.csv"
+        settings = {"split": split, "fraction": fraction, "every": every, "preset": preset}
+        settings_path = out / task_name / f"seed{seed}.settings.json"
+        wanted = json.dumps({**settings, "overrides": overrides or {}}, sort_keys=True)
+        if path.is_file():
+            if not settings_path.is_file() or settings_path.read_text() != wanted:
+                raise MatchoptError(
+                    f"{path} was made with other settings than {wanted}; use another --out"
+                )
+            frames.append(pd.read_csv(path))
+            continue
+        bar.set_postfix(task=task_name, seed=seed, refresh=True)
+        if task_name not in loaded:
+            loaded[task_name] = load_task(task_name, data_dir)
+        frame = study_seed(
+            loaded[task_name], seed, every, split, fraction, preset, overrides, progress
+        )
+        atomic_write_bytes(settings_path, wanted.encode())
+        atomic_write_bytes(path, _csv_bytes(frame))
+        frames.append(frame)
+    bar.close()
+    checkpoints = pd.concat(frames, ignore_index=True)
+    picks = rule_picks(checkpoints)
+    rules = rule_table(picks)
+    atomic_write_bytes(out / CHECKPOINTS_FILE, _csv_bytes(checkpoints))
+    atomic_write_bytes(out / RULES_FILE, _csv_bytes(rules, index=True))
+    atomic_write_bytes(out / CORRELATION_FILE, _csv_bytes(metric_correlations(checkpoints), True))
+    atomic_write_bytes(out / "picks.csv", _csv_bytes(picks))
+    for task_name in dict.fromkeys(tasks):
+        atomic_write_bytes(out / f"{task_name}.png", _figure_png(checkpoints, picks, task_name))
+    return rules
+
+
+def format_table(frame: pd.DataFrame) -> str:
+    """A plain-text rendering of a study table."""
+    return frame.to_string(float_format=lambda v: f"{v:.3f}")
+
+
+__all__ = [
+    "run_checkpoint_selection_study",
+    "study_seed",
+    "rule_picks",
+    "rule_table",
+    "metric_correlations",
+    "format_table",
+]
