@@ -135,7 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_check.add_argument("--task", default=DEFAULT_TASK, help="task name(s), comma-separated")
     p_check.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
     p_check.add_argument("--every", type=int, default=10, help="epochs between checkpoints")
-    p_check.add_argument("--split", default="random", choices=SPLITS, help="held-out rows")
+    p_check.add_argument(
+        "--split",
+        default="random",
+        help=f"held-out rows: {' and/or '.join(SPLITS)}, comma-separated",
+    )
     p_check.add_argument("--fraction", type=float, default=0.1, help="share of rows held out")
     p_check.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
     p_check.add_argument(
@@ -293,7 +297,7 @@ def _checkpoint_selection_study(args: argparse.Namespace) -> int:
         parse_seeds(args.seeds),
         args.out,
         every=args.every,
-        split=args.split,
+        splits=_names(args.split, "--split"),
         fraction=args.fraction,
         preset=args.preset,
         overrides=overrides,

@@ -17,11 +17,15 @@ Read top to bottom:
 3. **Rules**: ``last`` and the best checkpoint by each validation metric. For each rule, the mean
    oracle p100/p50 of the checkpoints it picks; for each metric, the Spearman correlation between
    the metric (signed so that larger is better) and oracle p50 across one seed's checkpoints.
+   Rules and metrics are named ``split:name``: each split is its own training.
 
-Outputs in ``out`` (each written atomically; a finished (task, seed) is kept and skipped on a
-rerun, so a long study resumes): ``<task>/seed<k>.csv`` (one row per checkpoint),
-``checkpoints.csv`` (all of them), ``rules.csv``, ``metric_correlation.csv``, and
-``<task>.png`` (oracle p100 and p50 against epoch per seed, each rule's pick marked).
+Outputs in ``out`` (each written atomically; a finished (task, split, seed) is kept and skipped
+on a rerun, so a long study resumes; the tables cover every finished seed of the named tasks
+under ``out`` made with the same settings, so expensive tasks may run fewer seeds):
+``<task>/<split>/seed<k>.csv`` (one row per checkpoint),
+``checkpoints.csv`` (all of them), ``picks.csv``, ``rules.csv`` (rules named ``split:rule``,
+best first), ``metric_correlation.csv``, and ``<task>-<split>.png`` (oracle p100 and p50 against
+epoch per seed, each rule's pick marked).
 """
 
 from __future__ import annotations
@@ -121,7 +125,7 @@ def rule_picks(checkpoints: pd.DataFrame) -> pd.DataFrame:
     """
     pd = _import_pandas()
     picks = []
-    for (task, seed), group in checkpoints.groupby(["task", "seed"], sort=False):
+    for (task, seed, split), group in checkpoints.groupby(["task", "seed", "split"], sort=False):
         group = group.sort_values("epoch")
         for rule in RULES:
             if rule == "last":
@@ -136,7 +140,7 @@ def rule_picks(checkpoints: pd.DataFrame) -> pd.DataFrame:
                 {
                     "task": task,
                     "seed": seed,
-                    "rule": rule,
+                    "rule": f"{split}:{rule}",
                     "epoch": int(row["epoch"]),
                     "oracle_p100": float(row["oracle_p100"]),
                     "oracle_p50": float(row["oracle_p50"]),
@@ -146,10 +150,11 @@ def rule_picks(checkpoints: pd.DataFrame) -> pd.DataFrame:
 
 
 def rule_table(picks: pd.DataFrame) -> pd.DataFrame:
-    """Per rule: mean oracle p100/p50 per task, and its mean p50 rank over the tasks.
+    """Per rule (``split:rule``): mean oracle p100/p50 per task, mean p50 and p100 ranks.
 
     The rank is computed per task from the rules' mean p50 (1 = best, ties share the lower rank),
-    then averaged over tasks: the criterion written in the README before the study was run.
+    then averaged over tasks: the criterion written in the README before the study was run. Rows
+    are sorted by it (ties: mean p100 rank, then ``last``), so the first row is the winner.
     """
     means = picks.groupby(["rule", "task"], sort=False)[["oracle_p100", "oracle_p50"]].mean()
     table = means.unstack("task")
@@ -158,8 +163,12 @@ def rule_table(picks: pd.DataFrame) -> pd.DataFrame:
     table["mean p50 rank"] = p50.rank(ascending=False, method="min").mean(axis=1)
     epochs = picks.groupby("rule", sort=False)["epoch"].apply(lambda e: " ".join(map(str, e)))
     table["epochs picked"] = epochs
-    order = [rule for rule in RULES if rule in table.index]
-    return table.loc[order].sort_values("mean p50 rank", kind="stable")
+    p100 = means["oracle_p100"].unstack("task")
+    table["mean p100 rank"] = p100.rank(ascending=False, method="min").mean(axis=1)
+    # Ties: the higher mean p100 rank, then the paper's rule (last) first.
+    table["is_last"] = [not rule.endswith(":last") for rule in table.index]
+    table = table.sort_values(["mean p50 rank", "mean p100 rank", "is_last"], kind="stable")
+    return table.drop(columns="is_last")
 
 
 def metric_correlations(checkpoints: pd.DataFrame) -> pd.DataFrame:
@@ -171,7 +180,7 @@ def metric_correlations(checkpoints: pd.DataFrame) -> pd.DataFrame:
     from scipy import stats
 
     rows = []
-    for (task, seed), group in checkpoints.groupby(["task", "seed"], sort=False):
+    for (task, seed, split), group in checkpoints.groupby(["task", "seed", "split"], sort=False):
         for metric in [*METRICS, "matching-loss"]:
             values = group[metric].to_numpy(dtype=float)
             sign = -1.0 if metric in SMALLER_IS_BETTER else 1.0
@@ -181,7 +190,14 @@ def metric_correlations(checkpoints: pd.DataFrame) -> pd.DataFrame:
                 rho = float("nan")
             else:
                 rho = float(stats.spearmanr(sign * values[ok], oracle).statistic)
-            rows.append({"task": task, "seed": seed, "metric": metric, "spearman_with_p50": rho})
+            rows.append(
+                {
+                    "task": task,
+                    "seed": seed,
+                    "metric": f"{split}:{metric}",
+                    "spearman_with_p50": rho,
+                }
+            )
     frame = pd.DataFrame(rows)
     return frame.groupby(["metric", "task"], sort=False)["spearman_with_p50"].mean().unstack("task")
 
@@ -196,26 +212,33 @@ def _figure_png(checkpoints: pd.DataFrame, picks: pd.DataFrame, task: str) -> by
     axes = fig.subplots(2, len(seeds), squeeze=False, sharex=True)
     markers = dict(zip(RULES, "osD^v<>ph"))
     colors = dict(zip(RULES, [f"C{i}" for i in range(len(RULES))]))
+    split = data["split"].iloc[0]
+    data = data[data["split"] == split]
     for column, seed in enumerate(seeds):
         curve = data[data["seed"] == seed].sort_values("epoch")
-        chosen = picks[(picks["task"] == task) & (picks["seed"] == seed)]
+        chosen = picks[
+            (picks["task"] == task)
+            & (picks["seed"] == seed)
+            & picks["rule"].str.startswith(f"{split}:")
+        ]
         for row_index, score in enumerate(("oracle_p100", "oracle_p50")):
             ax = axes[row_index][column]
             ax.plot(curve["epoch"], curve[score], color="0.4", lw=1.2)
             for offset, pick in enumerate(chosen.itertuples(index=False)):
+                rule = pick.rule.split(":", 1)[1]
                 ax.plot(
                     pick.epoch,
                     getattr(pick, score) + 0.004 * (offset - len(chosen) / 2),
                     linestyle="none",
-                    marker=markers[pick.rule],
-                    color=colors[pick.rule],
-                    label=pick.rule,
+                    marker=markers[rule],
+                    color=colors[rule],
+                    label=rule,
                     ms=6,
                     alpha=0.85,
                 )
             ax.grid(alpha=0.3)
             if row_index == 0:
-                ax.set_title(f"{task}, seed {seed}")
+                ax.set_title(f"{task}, seed {seed} ({split} split)")
             else:
                 ax.set_xlabel("epoch")
             if column == 0:
@@ -236,7 +259,7 @@ def run_checkpoint_selection_study(
     seeds: Sequence[int],
     out_dir: str | Path,
     every: int = 10,
-    split: str = "random",
+    splits: Sequence[str] = ("random",),
     fraction: float = 0.1,
     preset: str = "paper",
     overrides: dict[str, Any] | None = None,
@@ -250,7 +273,7 @@ def run_checkpoint_selection_study(
         seeds: one training per seed and task.
         out_dir: output folder.
         every: epochs between checkpoints.
-        split: ``random`` or ``top`` held-out rows.
+        splits: held-out rows, ``random`` and/or ``top``: one training per split, task and seed.
         fraction: share of offline rows held out.
         preset: MATCH-OPT preset the trainings start from (``paper`` for the study itself).
         overrides: config overrides on top of the preset (e.g. fewer epochs for a smoke test).
@@ -264,13 +287,13 @@ def run_checkpoint_selection_study(
         raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
     out = Path(out_dir)
     frames = []
-    jobs = [(task, seed) for task in tasks for seed in seeds]
+    jobs = [(task, split, seed) for task in tasks for split in splits for seed in seeds]
     bar = tqdm(jobs, desc="checkpoint study", unit="run", disable=not progress)
     loaded: dict[str, Task] = {}
-    for task_name, seed in bar:
-        path = out / task_name / f"seed{seed}.csv"
+    for task_name, split, seed in bar:
+        path = out / task_name / split / f"seed{seed}.csv"
         settings = {"split": split, "fraction": fraction, "every": every, "preset": preset}
-        settings_path = out / task_name / f"seed{seed}.settings.json"
+        settings_path = path.with_suffix(".settings.json")
         wanted = json.dumps({**settings, "overrides": overrides or {}}, sort_keys=True)
         if path.is_file():
             if not settings_path.is_file() or settings_path.read_text() != wanted:
@@ -279,7 +302,7 @@ def run_checkpoint_selection_study(
                 )
             frames.append(pd.read_csv(path))
             continue
-        bar.set_postfix(task=task_name, seed=seed, refresh=True)
+        bar.set_postfix(task=task_name, split=split, seed=seed, refresh=True)
         if task_name not in loaded:
             loaded[task_name] = load_task(task_name, data_dir)
         frame = study_seed(
@@ -289,6 +312,28 @@ def run_checkpoint_selection_study(
         atomic_write_bytes(path, _csv_bytes(frame))
         frames.append(frame)
     bar.close()
+    # Tables cover every finished seed of these tasks and splits under ``out``, including seeds
+    # run by other commands (e.g. fewer seeds for an expensive task), if made with these settings.
+    done = {(task, split, seed) for task, split, seed in jobs}
+    for task_name in dict.fromkeys(tasks):
+        for split in dict.fromkeys(splits):
+            for path in sorted((out / task_name / split).glob("seed*.csv")):
+                seed = int(path.stem.removeprefix("seed"))
+                settings = json.dumps(
+                    {
+                        "split": split,
+                        "fraction": fraction,
+                        "every": every,
+                        "preset": preset,
+                        "overrides": overrides or {},
+                    },
+                    sort_keys=True,
+                )
+                settings_path = path.with_suffix(".settings.json")
+                if (task_name, split, seed) in done or not settings_path.is_file():
+                    continue
+                if settings_path.read_text() == settings:
+                    frames.append(pd.read_csv(path))
     checkpoints = pd.concat(frames, ignore_index=True)
     picks = rule_picks(checkpoints)
     rules = rule_table(picks)
@@ -297,7 +342,9 @@ def run_checkpoint_selection_study(
     atomic_write_bytes(out / CORRELATION_FILE, _csv_bytes(metric_correlations(checkpoints), True))
     atomic_write_bytes(out / "picks.csv", _csv_bytes(picks))
     for task_name in dict.fromkeys(tasks):
-        atomic_write_bytes(out / f"{task_name}.png", _figure_png(checkpoints, picks, task_name))
+        for split in dict.fromkeys(splits):
+            png = _figure_png(checkpoints[checkpoints["split"] == split], picks, task_name)
+            atomic_write_bytes(out / f"{task_name}-{split}.png", png)
     return rules
 
 
