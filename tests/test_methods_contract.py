@@ -29,6 +29,29 @@ def test_quick_preset_contract(method_name, task_name, tasks):
     np.testing.assert_array_equal(designs, again)
 
 
+VALIDATED = [name for name, entry in METHODS.items() if "validated-quick" in entry.cls.presets]
+
+
+@pytest.mark.parametrize("task_name", TASKS)
+@pytest.mark.parametrize("method_name", VALIDATED)
+def test_validated_quick_preset_contract(method_name, task_name, tasks):
+    task = tasks[task_name]
+    method = make_method(method_name, "validated-quick", seed=0).fit(task.offline)
+    designs = method.propose(128)
+    assert designs.shape == (128, *task.space.shape) and designs.dtype == task.space.dtype
+    task.space.validate(designs)
+    assert 1 <= method.fit_report()["selected_epoch"] <= method.config_.epochs
+    again = make_method(method_name, "validated-quick", seed=0).fit(task.offline).propose(128)
+    np.testing.assert_array_equal(designs, again)
+
+
+@pytest.mark.parametrize("method_name", sorted(set(METHODS) - set(VALIDATED)))
+def test_other_methods_refuse_the_validated_preset_by_name(method_name):
+    assert VALIDATED == ["matchopt", "matchopt-noreg"]
+    with pytest.raises(MatchoptError, match="unknown preset 'validated'; choose one of paper"):
+        make_method(method_name, "validated")
+
+
 class _GuardedOracle:
     """Mixin: the oracle raises while the method is being fitted or proposes."""
 

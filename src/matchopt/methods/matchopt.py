@@ -35,6 +35,7 @@ Deviations from the public script (listed in the README):
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -371,9 +372,12 @@ class MatchOpt(Method):
                 data.y, config.validation_fraction, config.validation_split, self.seed
             )
             validator = self._validator(features, scores, data.y, train_rows, held_rows)
+        self.validation_seconds_ = 0.0
+        started = time.perf_counter()
         model = self._train(
             features, scores, data.y, train_rows, config.epochs, validator, selector
         )
+        self.train_seconds_ = time.perf_counter() - started - self.validation_seconds_
         self.selected_epoch_ = config.epochs
         if validator is not None and config.selection != "last":
             self.selected_epoch_ = selector.restore(model)
@@ -437,7 +441,9 @@ class MatchOpt(Method):
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
             done = epoch + 1
             if validator is not None and (done % config.validation_every == 0 or done == epochs):
+                started = time.perf_counter()
                 selector.update(model, validator(model, done))
+                self.validation_seconds_ += time.perf_counter() - started
         bar.close()
         return model
 
@@ -475,7 +481,13 @@ class MatchOpt(Method):
         self._check_fitted()
         if not self.validation_:
             return {}
-        return {"validation": self.validation_, "selected_epoch": self.selected_epoch_}
+        return {
+            "validation": self.validation_,
+            "selected_epoch": self.selected_epoch_,
+            # Validation's share of the cost, measured in the same run (same machine load).
+            "validation_seconds": self.validation_seconds_,
+            "train_seconds": self.train_seconds_,
+        }
 
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: gradient ascent on the surrogate from ``config.init`` starts."""
