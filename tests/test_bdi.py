@@ -64,6 +64,7 @@ def _problem(n_rows=60, dim=4, seed=0):
     return x, y, coefficients, backward_weights(y, 0.5)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("loss", ["both", "forward", "backward"])
 def test_designs_are_optimized_independently(loss):
     # The public code runs one Adam per design; a batch under one Adam must give the same result.

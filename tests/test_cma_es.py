@@ -23,6 +23,7 @@ def test_runs_find_the_maximum_and_leave_numpy_alone():
     assert np.random.rand() == expected
 
 
+@pytest.mark.numerics
 def test_lockstep_runs_equal_sequential_runs():
     rng = np.random.default_rng(0)
     x0 = rng.normal(size=(4, 6)).astype(np.float32)

@@ -75,6 +75,7 @@ def test_quadratures_against_the_exact_line_integral():
     torch.testing.assert_close(left, trapezoid + correction)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize(
     "d, hidden, quadrature, kappa, alpha",
     [
@@ -108,6 +109,7 @@ def _fit_propose(task_name, seed, **overrides):
     return method.fit(load_task(task_name).offline).propose(128)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("task_name", ["styblinski-tang", "potts"])
 def test_same_seed_same_designs(task_name):
     first = _fit_propose(task_name, 3)

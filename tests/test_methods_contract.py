@@ -17,6 +17,7 @@ def tasks():
     return {name: load_task(name) for name in TASKS}
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("task_name", TASKS)
 @pytest.mark.parametrize("method_name", list(METHODS))
 def test_quick_preset_contract(method_name, task_name, tasks):
@@ -32,6 +33,7 @@ def test_quick_preset_contract(method_name, task_name, tasks):
 VALIDATED = [name for name, entry in METHODS.items() if "validated-quick" in entry.cls.presets]
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("task_name", TASKS)
 @pytest.mark.parametrize("method_name", VALIDATED)
 def test_validated_quick_preset_contract(method_name, task_name, tasks):

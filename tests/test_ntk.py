@@ -15,6 +15,9 @@ from matchopt.models.ntk import (
     relu_ntk_gram,
 )
 
+# Every test here compares float kernels computed with other shapes or tiles.
+pytestmark = pytest.mark.numerics
+
 # Reference values computed with neural-tangents 0.6.5 (jax 0.4.23, jax_enable_x64) for BDI's
 # kernel: stax.serial(Dense(1), Relu(), Dense(1), Relu(), Dense(1), Relu(), Dense(1), Relu(),
 # Dense(1), Relu(), Dense(1)), get="ntk". Row 1 of X1 equals row 0 of X2 (a duplicate).

@@ -107,6 +107,7 @@ def test_selection_without_held_out_rows_is_a_clear_error():
         method.fit(task.offline)
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("task_name", ["potts", "styblinski-tang"])
 @pytest.mark.parametrize("method_name", ["matchopt", "matchopt-noreg"])
 def test_paper_preset_designs_are_unchanged(task_name, method_name):
