@@ -338,7 +338,13 @@ def test_too_few_rows_for_the_method_says_how_many(capsys, tmp_path):
     numeric_frame(n=50).to_csv(path, index=False)
     code, _, err = run_cli(
         capsys, "optimize", path, "--target", "y", "--out", tmp_path / "o.csv"
-    )  # matchopt, paper preset: trajectory_length = 128
+    )  # matchopt, validated preset: 128 training rows (trajectory_length) + 10% held out
+    assert_one_line_error(
+        code, err, "preset validated", "needs at least 142 rows", "has 50", "validation_fraction"
+    )
+    code, _, err = run_cli(
+        capsys, "optimize", path, "--target", "y", "--preset", "paper", "--out", tmp_path / "o.csv"
+    )
     assert_one_line_error(code, err, "needs at least 128 rows", "has 50", "trajectory_length")
 
 
@@ -349,6 +355,8 @@ def test_min_rows_table_covers_every_method():
         need, why = min_rows(name, build_config(entry, "paper"))
         assert need >= 2 and why
     assert min_rows("matchopt", build_config(METHODS["matchopt"], "quick"))[0] == 32
+    # 142 rows: 14 held out (round(0.1 * 142)) leave 128 for the rank buckets; 141 leave 127.
+    assert min_rows("matchopt", build_config(METHODS["matchopt"], "validated"))[0] == 142
 
 
 def test_ragged_sequences(capsys, csv_file):

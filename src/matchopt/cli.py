@@ -386,7 +386,12 @@ def add_table_parsers(sub) -> None:
         help="range of a numeric column's proposals (default: its observed range; repeatable)",
     )
     p_opt.add_argument("--method", default="matchopt", help="method name (default matchopt)")
-    p_opt.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
+    p_opt.add_argument(
+        "--preset",
+        default=None,
+        choices=PRESETS,
+        help="default: validated for matchopt (checkpoint chosen on held-out rows), else paper",
+    )
     p_opt.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field"
     )
@@ -416,6 +421,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         parse_bounds,
         read_table,
     )
+    from matchopt.tabular.optimizer import resolve_preset
 
     # Every cheap check comes before the (possibly long) fit.
     out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES)
@@ -438,7 +444,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         oversample=args.oversample,
         progress=True,
     )
-    build_config(get_method_entry(args.method), args.preset, optimizer.overrides)
+    build_config(
+        get_method_entry(args.method), resolve_preset(args.method, args.preset), optimizer.overrides
+    )
     optimizer.fit(read_table(args.data), source=args.data)
     schema = optimizer.schema_
     print(

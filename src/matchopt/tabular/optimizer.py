@@ -99,9 +99,19 @@ def min_rows(method: str, config: Any) -> tuple[int, str]:
     """
     length = getattr(config, "trajectory_length", None)
     if method in ("matchopt", "matchopt-noreg") and length is not None:
-        return max(MIN_ROWS, int(length)), (
-            f"one row per rank bucket, trajectory_length={length}; "
-            "--set trajectory_length=K lowers it"
+        fraction = float(getattr(config, "validation_fraction", 0.0))
+        if fraction <= 0:
+            return max(MIN_ROWS, int(length)), (
+                f"one row per rank bucket, trajectory_length={length}; "
+                "--set trajectory_length=K lowers it"
+            )
+        # Training rows must fill the buckets after the hold-out; at least 2 rows held out.
+        need = max(MIN_ROWS, int(length))
+        while need - round(fraction * need) < length or round(fraction * need) < 2:
+            need += 1
+        return need, (
+            f"{length} training rows (trajectory_length) after holding out "
+            f"validation_fraction={fraction:g}; --set trajectory_length=K lowers it"
         )
     return MIN_ROWS, "to see the score vary"
 
@@ -119,6 +129,13 @@ def proposal_cap(method: Method, n_rows: int) -> int | None:
     if isinstance(method, (Coms, Roma)) or getattr(config, "init", None) in ("topk", "random"):
         return n_rows
     return None
+
+
+def resolve_preset(method: str, preset: str | None) -> str:
+    """``preset``, or by default ``validated`` where ``method`` has it and ``paper`` elsewhere."""
+    if preset is not None:
+        return preset
+    return "validated" if "validated" in get_method_entry(method).cls.presets else "paper"
 
 
 # --- Paths ----------------------------------------------------------------------------------------
@@ -196,7 +213,8 @@ class TableOptimizer:
         bounds: column -> (low, high) range of proposals for numeric columns (default: the
             observed range).
         method: a registered method name (``matchopt.METHODS``).
-        preset: ``"paper"`` or ``"quick"``.
+        preset: a preset of the method; None = ``validated`` where the method has it
+            (MATCH-OPT: the checkpoint chosen on held-out rows), else ``paper``.
         overrides: config field -> value (as ``--set``).
         seed: seed of every random choice (same seed, same table: same proposals).
         oversample: size of the top-up candidate pool, in multiples of ``n`` (used only when
@@ -224,7 +242,7 @@ class TableOptimizer:
         minimize: bool = False,
         bounds: Mapping[str, tuple[float, float]] | None = None,
         method: str = "matchopt",
-        preset: str = "paper",
+        preset: str | None = None,
         overrides: Mapping[str, Any] | None = None,
         seed: int = 0,
         oversample: int = 4,
@@ -273,7 +291,8 @@ class TableOptimizer:
         frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
         frame.attrs.update(attrs)
         entry = get_method_entry(self.method)
-        config = build_config(entry, self.preset, dict(self.overrides or {}))
+        self.preset_ = resolve_preset(self.method, self.preset)
+        config = build_config(entry, self.preset_, dict(self.overrides or {}))
         if isinstance(self.oversample, bool) or not isinstance(self.oversample, int):
             raise MatchoptError(f"oversample must be a whole number, got {self.oversample!r}")
         if self.oversample < 1:
@@ -298,7 +317,7 @@ class TableOptimizer:
         need, why = min_rows(self.method, config)
         if len(frame) < need:
             raise MatchoptError(
-                f"{source}: method {self.method} (preset {self.preset}) needs at least {need} "
+                f"{source}: method {self.method} (preset {self.preset_}) needs at least {need} "
                 f"rows ({why}); {source} has {len(frame)}"
             )
         data_ = OfflineData(
@@ -316,7 +335,7 @@ class TableOptimizer:
         return self
 
     def _fit_ranker(self, data: OfflineData) -> None:
-        params = RANKER_PRESETS.get(self.preset, RANKER_PRESETS["paper"])
+        params = RANKER_PRESETS["quick" if self.preset_.endswith("quick") else "paper"]
         self.ranker_encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         self.ranker_ = GaussianEnsemble.trained(
             torch.from_numpy(self.ranker_encoder_.encode_x(data.x)),
