@@ -16,7 +16,6 @@ from matchopt.tabular import (
     ProposalWarning,
     TableOptimizer,
     TableSchema,
-    min_rows,
     parse_bounds,
     read_table,
 )
@@ -348,15 +347,16 @@ def test_too_few_rows_for_the_method_says_how_many(capsys, tmp_path):
     assert_one_line_error(code, err, "needs at least 128 rows", "has 50", "trajectory_length")
 
 
-def test_min_rows_table_covers_every_method():
+def test_min_rows_is_part_of_every_methods_contract():
     from matchopt.methods.base import build_config
 
-    for name, entry in METHODS.items():
-        need, why = min_rows(name, build_config(entry, "paper"))
+    for entry in METHODS.values():
+        need, why = entry.cls.min_rows(build_config(entry, "paper"))
         assert need >= 2 and why
-    assert min_rows("matchopt", build_config(METHODS["matchopt"], "quick"))[0] == 32
+    matchopt = METHODS["matchopt"]
+    assert matchopt.cls.min_rows(build_config(matchopt, "quick"))[0] == 32
     # 142 rows: 14 held out (round(0.1 * 142)) leave 128 for the rank buckets; 141 leave 127.
-    assert min_rows("matchopt", build_config(METHODS["matchopt"], "validated"))[0] == 142
+    assert matchopt.cls.min_rows(build_config(matchopt, "validated"))[0] == 142
 
 
 def test_ragged_sequences(capsys, csv_file):

@@ -26,6 +26,8 @@ from matchopt.errors import MatchoptError
 #: Every method has ``paper`` and ``quick``; MATCH-OPT also ``validated`` (checkpoint chosen on
 #: held-out offline rows) and its small twin ``validated-quick``. Others refuse those by name.
 PRESETS = ("paper", "quick", "validated", "validated-quick")
+#: Fewest rows any method is fitted on: one row cannot show how the score varies.
+MIN_ROWS = 2
 
 
 class Method(ABC):
@@ -41,6 +43,11 @@ class Method(ABC):
     config_class: ClassVar[type]
     #: Preset name -> overrides of the config defaults.
     presets: ClassVar[dict[str, dict[str, Any]]]
+    #: The method fits a surrogate that :meth:`predict` evaluates (callers may rank with it).
+    has_surrogate: ClassVar[bool] = False
+    #: ``propose(k)`` is the first k designs of ``propose(m)`` for k <= m, best first, so one
+    #: call of :meth:`propose_up_to` serves callers that want both (BO-qEI: one BO run).
+    ranked_proposals: ClassVar[bool] = False
 
     def __init__(self, config: Any = None, seed: int = 0, progress: bool = False):
         self.config = config
@@ -59,6 +66,27 @@ class Method(ABC):
     @abstractmethod
     def propose(self, n: int = 128) -> np.ndarray:
         """Return ``n`` designs (n x shape) in the data's own format (tokens or floats)."""
+
+    def predict(self, designs: np.ndarray) -> np.ndarray:
+        """Surrogate predictions (n,) in the units of the offline y (``has_surrogate`` only)."""
+        raise MatchoptError(f"{type(self).__name__} has no surrogate to predict with")
+
+    def propose_up_to(self, n: int) -> np.ndarray:
+        """At most ``n`` designs: :meth:`propose`, or fewer where the method stops early."""
+        return self.propose(n)
+
+    @classmethod
+    def min_rows(cls, config: Any) -> tuple[int, str]:
+        """Fewest offline rows the method can be fitted on with ``config``, and why."""
+        return MIN_ROWS, "to see the score vary"
+
+    def proposal_cap(self, n_rows: int) -> int | None:
+        """Most designs one :meth:`propose` can return after fitting ``n_rows`` rows (None: any).
+
+        Searches that start from offline rows (``init`` topk or random) return at most one
+        design per row.
+        """
+        return n_rows if getattr(self.config_, "init", None) in ("topk", "random") else None
 
     def fit_report(self) -> dict[str, Any]:
         """What ``fit`` measured about itself (e.g. validation curves), kept in run records.

@@ -204,6 +204,7 @@ class BDI(Method):
         weights_: backward weights w (N,).
     """
 
+    has_surrogate = True
     config_class = BDIConfig
     presets = {"paper": {}, "quick": QUICK}
 

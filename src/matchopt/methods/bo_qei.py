@@ -168,6 +168,7 @@ class BoQei(Method):
             in the normalized space and its observed value (z-scored y units).
     """
 
+    has_surrogate = True
     config_class = BoQeiConfig
     presets = {"paper": {}, "quick": QUICK}
 
@@ -197,6 +198,23 @@ class BoQei(Method):
         return mean + self.config_.noise_se * torch.randn(
             mean.shape, generator=generator, dtype=mean.dtype
         )
+
+    ranked_proposals = True
+
+    def proposal_cap(self, n_rows: int) -> int | None:
+        """Every point of the BO run: its starting rows plus ``rounds * q``."""
+        config = self.config_
+        return min(config.gp_samples, n_rows) + config.rounds * config.q
+
+    def propose_up_to(self, n: int) -> np.ndarray:
+        """The best ``min(n, points observed)`` points: a failed GP fit stops the run early."""
+        try:
+            return self.propose(n)
+        except MatchoptError:
+            observed = len(getattr(self, "observed_y_", ()))
+            if not 0 < observed < n:
+                raise
+            return self.propose(observed)
 
     def propose(self, n: int = 128) -> np.ndarray:
         """The ``n`` points with the largest observed values after the BO rounds."""

@@ -145,6 +145,7 @@ class CmaEs(Method):
         encoder_: maps designs to normalized features and back.
     """
 
+    has_surrogate = True
     config_class = CmaEsConfig
     presets = {"paper": {}, "quick": QUICK}
 

@@ -221,6 +221,10 @@ class Coms(Method):
         self.data_ = data
         return self
 
+    def proposal_cap(self, n_rows: int) -> int | None:
+        """The search starts from the top offline rows: at most one design per row."""
+        return n_rows
+
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: ``search_steps`` ascent steps from the ``n`` best offline designs."""
         self._check_fitted()

@@ -95,6 +95,7 @@ class GradientAscent(Method):
         encoder_: maps designs to normalized features and back.
     """
 
+    has_surrogate = True
     config_class = GradientAscentConfig
     presets = {"paper": {}, "quick": QUICK}
 

@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
+from matchopt.methods.base import MIN_ROWS, Method
 from matchopt.models.mlp import MLP
 from matchopt.search import START_CHOICES, gradient_ascent, starting_points, step_size
 from matchopt.validation import (
@@ -341,6 +341,7 @@ class MatchOpt(Method):
         checkpoints_: parameters at every validated epoch (``fit(keep_checkpoints=True)`` only).
     """
 
+    has_surrogate = True
     config_class = MatchOptConfig
     presets = {
         "paper": {},
@@ -474,6 +475,23 @@ class MatchOpt(Method):
 
         return Validator(
             features[rows], scores[rows].numpy(), extra_metrics={"matching-loss": matching_loss}
+        )
+
+    @classmethod
+    def min_rows(cls, config: MatchOptConfig) -> tuple[int, str]:
+        """One training row per rank bucket (``trajectory_length``), after the hold-out."""
+        length, fraction = int(config.trajectory_length), float(config.validation_fraction)
+        if fraction <= 0:
+            return max(MIN_ROWS, length), (
+                f"one row per rank bucket, trajectory_length={length}; "
+                "--set trajectory_length=K lowers it"
+            )
+        need = max(MIN_ROWS, length)
+        while need - round(fraction * need) < length or round(fraction * need) < 2:
+            need += 1
+        return need, (
+            f"{length} training rows (trajectory_length) after holding out "
+            f"validation_fraction={fraction:g}; --set trajectory_length=K lowers it"
         )
 
     def fit_report(self) -> dict:

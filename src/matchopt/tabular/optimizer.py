@@ -54,10 +54,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import atomic_write_bytes
 from matchopt.methods import get_method_entry
-from matchopt.methods.base import Method, build_config
-from matchopt.methods.bo_qei import BoQei
-from matchopt.methods.coms import Coms
-from matchopt.methods.roma import Roma
+from matchopt.methods.base import build_config
 from matchopt.models import GaussianEnsemble
 from matchopt.tabular.schema import (
     CSV_SUFFIXES,
@@ -83,52 +80,6 @@ RANKER_PRESETS: dict[str, dict[str, Any]] = {
 
 class ProposalWarning(UserWarning):
     """Fewer new designs than asked for."""
-
-
-# --- What each method needs -----------------------------------------------------------------------
-
-#: Fewest rows any method is fitted on: one row cannot show how the score varies.
-MIN_ROWS = 2
-
-
-def min_rows(method: str, config: Any) -> tuple[int, str]:
-    """Fewest table rows ``method`` (a registry name) can be fitted on with ``config``, and why.
-
-    MATCH-OPT cuts the rows into ``trajectory_length`` rank buckets (one point of each per
-    trajectory), so it needs at least that many; every other method needs ``MIN_ROWS``.
-    """
-    length = getattr(config, "trajectory_length", None)
-    if method in ("matchopt", "matchopt-noreg") and length is not None:
-        fraction = float(getattr(config, "validation_fraction", 0.0))
-        if fraction <= 0:
-            return max(MIN_ROWS, int(length)), (
-                f"one row per rank bucket, trajectory_length={length}; "
-                "--set trajectory_length=K lowers it"
-            )
-        # Training rows must fill the buckets after the hold-out; at least 2 rows held out.
-        need = max(MIN_ROWS, int(length))
-        while need - round(fraction * need) < length or round(fraction * need) < 2:
-            need += 1
-        return need, (
-            f"{length} training rows (trajectory_length) after holding out "
-            f"validation_fraction={fraction:g}; --set trajectory_length=K lowers it"
-        )
-    return MIN_ROWS, "to see the score vary"
-
-
-def proposal_cap(method: Method, n_rows: int) -> int | None:
-    """Most designs one ``propose`` call of a fitted method can return (None: no limit).
-
-    Searches that start from offline rows (``init`` topk or random; COMs and RoMA always start
-    from the top rows) return at most one design per row; BO-qEI returns at most the points of
-    its BO run (its starting rows plus ``rounds * q``).
-    """
-    config = method.config_
-    if isinstance(method, BoQei):
-        return min(config.gp_samples, n_rows) + config.rounds * config.q
-    if isinstance(method, (Coms, Roma)) or getattr(config, "init", None) in ("topk", "random"):
-        return n_rows
-    return None
 
 
 def resolve_preset(method: str, preset: str | None) -> str:
@@ -314,7 +265,7 @@ class TableOptimizer:
                 raise MatchoptError(
                     f"{source}: feature column {name!r} has the name of an output column; rename it"
                 )
-        need, why = min_rows(self.method, config)
+        need, why = entry.cls.min_rows(config)
         if len(frame) < need:
             raise MatchoptError(
                 f"{source}: method {self.method} (preset {self.preset_}) needs at least {need} "
@@ -327,7 +278,7 @@ class TableOptimizer:
         method = entry.cls(config, seed=self.seed, progress=self.progress)
         method.fit(data_)
         self.ranker_ = None
-        if callable(getattr(method, "predict", None)):
+        if method.has_surrogate:
             self.ranking_ = f"{self.method}'s own surrogate"
         else:
             self._fit_ranker(data_)
@@ -366,14 +317,7 @@ class TableOptimizer:
         return self.ranker_encoder_.decode_y(out)
 
     def _propose_designs(self, count: int) -> np.ndarray:
-        try:
-            designs = self.method_.propose(count)
-        except MatchoptError:
-            # BO-qEI can stop early (a failed GP fit) with fewer points than its cap.
-            observed = len(getattr(self.method_, "observed_y_", ()))
-            if not isinstance(self.method_, BoQei) or not 0 < observed < count:
-                raise
-            designs = self.method_.propose(observed)
+        designs = self.method_.propose_up_to(count)
         return self.data_.space.validate(designs, f"designs returned by {self.method}")
 
     def propose(self, n: int = 128) -> pd.DataFrame:
@@ -395,12 +339,12 @@ class TableOptimizer:
             raise MatchoptError(f"the number of proposals must be a positive integer, got {n!r}")
         n = int(n)
         pool = _Pool(self.schema_, self.data_.x)
-        cap = proposal_cap(self.method_, len(self.data_))
+        cap = self.method_.proposal_cap(len(self.data_))
         first = n if cap is None else min(n, cap)
         count = self.oversample * n if cap is None else min(self.oversample * n, cap)
-        if isinstance(self.method_, BoQei):
-            # One BO run gives both: its best `first` points, then every point of the run.
-            run = self._propose_designs(cap)
+        if self.method_.ranked_proposals:
+            # One call gives both: its best `first` designs, then every design up to the cap.
+            run = self._propose_designs(count if cap is None else cap)
             own = pool.add(run[:first])
             if len(own) < n:
                 pool.add(run)
