@@ -15,9 +15,9 @@ import pytest
 from matchopt.bench import Grid, run_grid
 from matchopt.bench.grid import Cell, finished_record
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import RunRecord
 from matchopt.methods import METHODS, MethodEntry
 from matchopt.methods.random_designs import RandomDesigns
+from matchopt.records import RunRecord
 from matchopt.report import write_report
 
 GRID_ARGS = [
@@ -104,7 +104,7 @@ def test_rerun_skips_finished_cells_and_rejects_other_configs(tmp_path):
     second = run_grid(grid, tmp_path, workers=1, progress=False)
     assert len(second.skipped) == 2 and not second.finished
     assert path.stat().st_mtime_ns == stamp
-    assert "| potts | random | 2 |" in second.text()
+    assert "| potts | random | quick | 0,1 |" in second.text()
 
     other = Grid(tasks=["potts"], methods=["random"], seeds=[0], preset="paper")
     with pytest.raises(MatchoptError, match="another preset or config"):

@@ -121,7 +121,7 @@ def test_bench_report_and_study_commands(tmp_path):
     )  # fmt: skip
     assert bench.returncode == 0, bench.stderr
     assert "grid: 4 cells  finished 4" in bench.stdout
-    assert "| potts | random | 2 |" in bench.stdout
+    assert "| potts | random | quick | 0,1 |" in bench.stdout
 
     report = matchopt("report", str(out), "--format", "latex", "--plots", str(tmp_path / "figs"))
     assert report.returncode == 0, report.stderr

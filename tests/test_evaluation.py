@@ -1,6 +1,8 @@
 import numpy as np
 
-from matchopt.evaluation import RunRecord, atomic_write_bytes, percentile, write_record
+from matchopt.evaluation import percentile
+from matchopt.io import atomic_write_bytes
+from matchopt.records import RunRecord, write_record
 
 
 def test_nearest_rank_percentiles():
@@ -44,7 +46,7 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
     def interrupted(src, dst):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("matchopt.evaluation.os.replace", interrupted)
+    monkeypatch.setattr("matchopt.io.os.replace", interrupted)
     try:
         atomic_write_bytes(target, b"new content")
     except KeyboardInterrupt:

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import RunRecord, percentile, write_record
+from matchopt.evaluation import percentile
+from matchopt.records import RunRecord, write_record
 from matchopt.report import (
     load_records,
     mean_normalized_rank,

@@ -12,20 +12,13 @@ Quick use::
     designs = MatchOpt(seed=0).fit(data).propose(128)
 """
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _version
-
-try:
-    __version__ = _version("matchopt")
-except PackageNotFoundError:  # running from a source tree
-    __version__ = "0.0.0+unknown"
-
-from matchopt.data import DesignSpace, OfflineData  # noqa: E402
-from matchopt.errors import MatchoptError  # noqa: E402
-from matchopt.evaluation import RunRecord  # noqa: E402
-from matchopt.methods import METHODS, MatchOpt, MatchOptConfig, Method, make_method  # noqa: E402
-from matchopt.runner import run  # noqa: E402
-from matchopt.tasks import TASKS, Task, load_task  # noqa: E402
+from matchopt._version import __version__
+from matchopt.data import DesignSpace, OfflineData
+from matchopt.errors import MatchoptError
+from matchopt.methods import METHODS, MatchOpt, MatchOptConfig, Method, make_method
+from matchopt.records import RunRecord
+from matchopt.runner import run
+from matchopt.tasks import TASKS, Task, load_task
 
 __all__ = [
     "METHODS",

@@ -21,20 +21,17 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
-
-from matchopt import __version__
+from matchopt._version import __version__
 from matchopt.bench import Grid, run_grid
+from matchopt.bench.cells import Cell, run_cell
 from matchopt.bench.grid import BACKENDS
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import write_record
 from matchopt.methods import METHODS, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
+from matchopt.records import summary_table, write_record
 from matchopt.report import FORMATS, write_report
-from matchopt.runner import run
 from matchopt.runtime import keep_freed_memory
 from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, load_task, resolve_data_dir
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
@@ -185,11 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     records = []
     for seed in seeds:
         print(f"[{task.name} / {args.method} / seed {seed} / {args.preset}]", file=sys.stderr)
-        start = time.perf_counter()
-        record, designs = run(
-            task, args.method, seed, args.preset, overrides, n_designs=128, progress=True
-        )
-        record.extra["wall_seconds"] = time.perf_counter() - start
+        cell = Cell(args.task, args.method, seed, args.preset, tuple(sorted(overrides.items())))
+        record, designs = run_cell(cell, task, progress=True)  # a one-cell grid, in process
         path = write_record(out, record, designs)
         records.append(record)
         if args.json:
@@ -204,23 +198,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.json:
         print(summary_table(records))
     return 0
-
-
-def _mean_std(values: list[float]) -> str:
-    return f"{np.mean(values):.3f} +- {np.std(values):.3f}"
-
-
-def summary_table(records) -> str:
-    """Mean +- std (population std, as design-baselines) over seeds of p100, p50, wall time."""
-    first = records[0]
-    seeds = ",".join(str(r.seed) for r in records)
-    header = "| task | method | preset | seeds | p100 | p50 | offline best | seconds / seed |"
-    row = (
-        f"| {first.task} | {first.method} | {first.preset} | {seeds} "
-        f"| {_mean_std([r.p100 for r in records])} | {_mean_std([r.p50 for r in records])} "
-        f"| {first.offline_best:.3f} | {np.mean([r.wall_seconds for r in records]):.1f} |"
-    )
-    return "\n".join([header, "|---|---|---|---|---|---|---|---|", row])
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

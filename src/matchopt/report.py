@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import numbers
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -31,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import RunRecord, percentile
+from matchopt.evaluation import percentile
+from matchopt.records import RunRecord, is_number, load_records
 
 FORMATS = ("md", "latex", "csv")
 ABLATION_METHODS = ("matchopt", "matchopt-noreg")
@@ -39,92 +39,11 @@ CURVE_PERCENTILES = tuple(range(101))
 
 _SCORE = "{:.3f}"
 _SECONDS = "{:.1f}"
-_RECORD_NAME = re.compile(r"^seed(\d+)\.json$")
 _FRAME_COLUMNS = ["task", "method", "seed", "preset", "q", "score", "p100", "p50", "wall_seconds"]
 _CSV_COLUMNS = ["metric", "task", "method", "q", "mean", "std", "n_seeds", "rank", "mnr"]
 
 
 # --------------------------------------------------------------------------- loading records
-
-
-def load_records(results_dir: str | Path) -> list[RunRecord]:
-    """Read every ``<task>/<method>/seed<k>.json`` record under ``results_dir``, recursively.
-
-    Files with other names (``seed<k>.error.json`` left by failed grid cells, ``.designs.npy``,
-    temporary files) are ignored.
-
-    Args:
-        results_dir: Folder of records, at any depth below it.
-
-    Returns:
-        The records, sorted by (task, method, seed).
-
-    Raises:
-        MatchoptError: If the folder does not exist or holds no record, a record cannot be read,
-            its path disagrees with its contents, or two files hold the same (task, method, seed).
-    """
-    root = Path(results_dir)
-    if not root.exists():
-        raise MatchoptError(f"results folder {root} does not exist")
-    if not root.is_dir():
-        raise MatchoptError(f"results folder {root} is not a folder")
-    records: list[RunRecord] = []
-    seen: dict[tuple[str, str, int], Path] = {}
-    for path in sorted(root.rglob("seed*.json")):
-        match = _RECORD_NAME.match(path.name)
-        if match is None or not path.is_file():
-            continue
-        record = _read_record(path)
-        # The layout is the index of a results folder; a record copied to another seed's or
-        # method's file would silently count twice, so path and contents must agree.
-        expected = (path.parent.parent.name, path.parent.name, int(match.group(1)))
-        if (record.task, record.method, record.seed) != expected:
-            raise MatchoptError(
-                f"{path}: record is for task {record.task!r}, method {record.method!r}, seed "
-                f"{record.seed}, but its path says task {expected[0]!r}, method "
-                f"{expected[1]!r}, seed {expected[2]}"
-            )
-        key = (record.task, record.method, record.seed)
-        if key in seen:
-            raise MatchoptError(
-                f"two records for task {key[0]!r}, method {key[1]!r}, seed {key[2]}: "
-                f"{seen[key]} and {path}; report on a folder holding only one of them"
-            )
-        seen[key] = path
-        records.append(record)
-    if not records:
-        raise MatchoptError(f"no run records (<task>/<method>/seed<k>.json) under {root}")
-    return sorted(records, key=lambda r: (r.task, r.method, r.seed))
-
-
-def _read_record(path: Path) -> RunRecord:
-    try:
-        record = RunRecord.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError) as err:  # JSON and UTF-8 errors are ValueErrors
-        raise MatchoptError(f"{path}: not a readable run record ({err})") from None
-    problem = _record_problem(record)
-    if problem:
-        raise MatchoptError(f"{path}: not a readable run record ({problem})")
-    return record
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _record_problem(record: RunRecord) -> str | None:
-    if not isinstance(record.task, str) or not isinstance(record.method, str):
-        return "task and method must be strings"
-    if not isinstance(record.seed, int) or isinstance(record.seed, bool):
-        return f"seed {record.seed!r} is not an integer"
-    if not isinstance(record.scores, list) or not record.scores:
-        return "scores must be a non-empty list"
-    if not all(_is_number(s) for s in record.scores):
-        return "scores must all be numbers"
-    for name in ("p100", "p50", "fit_seconds", "search_seconds"):
-        if not _is_number(getattr(record, name)):
-            return f"{name} {getattr(record, name)!r} is not a number"
-    return None
 
 
 # --------------------------------------------------------------------------- frames and ranks
@@ -136,11 +55,11 @@ def check_percentiles(percentiles: Iterable[float]) -> tuple[float, ...]:
     Raises:
         MatchoptError: If one is not a number in 0..100, or none is given.
     """
-    if isinstance(percentiles, (str, bytes)) or _is_number(percentiles):
+    if isinstance(percentiles, (str, bytes)) or is_number(percentiles):
         raise MatchoptError(f"percentiles {percentiles!r}: expected a list of numbers in 0..100")
     checked: list[float] = []
     for q in percentiles:
-        if not _is_number(q) or not math.isfinite(q) or not 0 <= q <= 100:
+        if not is_number(q) or not math.isfinite(q) or not 0 <= q <= 100:
             raise MatchoptError(f"percentile {q!r} is not a number within 0..100")
         if float(q) not in checked:
             checked.append(float(q))

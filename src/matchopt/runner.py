@@ -10,10 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from matchopt import __version__
+from matchopt._version import __version__
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import RunRecord, percentile
+from matchopt.evaluation import percentile
 from matchopt.methods import make_method
+from matchopt.records import RunRecord
 from matchopt.tasks import Task, load_task
 
 N_DESIGNS = 128

@@ -1,6 +1,6 @@
 """Execution backends of the grid runner: a local process pool, or Ray (local or a cluster).
 
-Both run :func:`matchopt.bench.grid.execute_cell` on each cell and hand every outcome to the
+Both run :func:`matchopt.bench.cells.execute_cell` on each cell and hand every outcome to the
 driver's ``collect`` callback as soon as it arrives; scheduling is the engine's job, not ours.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from matchopt.bench.grid import Cell, CellOutcome, execute_cell, init_worker
+from matchopt.bench.cells import Cell, CellOutcome, execute_cell, init_worker
 from matchopt.errors import MatchoptError
 
 Collect = Callable[[CellOutcome], None]

@@ -11,61 +11,29 @@ import dataclasses
 import json
 import os
 import time
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from tqdm import tqdm
 
-from matchopt import __version__
+from matchopt._version import __version__
+from matchopt.bench.backends import run_local, run_ray
+from matchopt.bench.cells import Cell, CellOutcome
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import RunRecord, atomic_write_bytes, write_record
-from matchopt.methods import METHODS, get_method_entry
+from matchopt.io import atomic_write_bytes
+from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
-from matchopt.tasks import TASKS, load_task, resolve_data_dir
+from matchopt.records import (
+    RunRecord,
+    read_record,
+    summary_table,
+    write_record,
+)
+from matchopt.tasks import TASKS, resolve_data_dir
 
 BACKENDS = ("local", "ray")
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One (task, method, seed) job of a grid, with the method's preset and overrides."""
-
-    task: str
-    method: str
-    seed: int
-    preset: str = "paper"
-    overrides: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def name(self) -> str:
-        return f"{self.task}/{self.method}/seed{self.seed}"
-
-    def record_path(self, out: Path) -> Path:
-        return Path(out) / self.task / self.method / f"seed{self.seed}.json"
-
-    def error_path(self, out: Path) -> Path:
-        return Path(out) / self.task / self.method / f"seed{self.seed}.error.json"
-
-
-@dataclass
-class CellOutcome:
-    """What a worker sends back: a record and designs, or an error and its traceback."""
-
-    cell: Cell
-    record: RunRecord | None = None
-    designs: np.ndarray | None = None
-    error: str | None = None
-    traceback: str | None = None
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.record is not None
 
 
 @dataclass
@@ -144,66 +112,15 @@ def finished_record(cell: Cell, out: Path) -> RunRecord | None:
     if not path.exists():
         return None
     try:
-        record = RunRecord.from_json(path.read_text())
-    except (ValueError, TypeError) as exc:
-        raise MatchoptError(
-            f"{path}: not a readable run record ({exc}); delete it to rerun"
-        ) from None
+        record = read_record(path)
+    except MatchoptError as exc:
+        raise MatchoptError(f"{exc}; delete it to rerun") from None
     if record.preset != cell.preset or record.config != expected_config(cell):
         raise MatchoptError(
             f"{path} was made with another preset or config (preset {record.preset!r}); "
             "use another --out folder or delete the record"
         )
     return record
-
-
-# ---------------------------------------------------------------------------------------------
-# Worker side
-
-
-def execute_cell(cell: Cell, data_dir: str | None, threads: int) -> CellOutcome:
-    """Run one cell and return its outcome; never raises for a failure of the method."""
-    import torch
-
-    from matchopt.runner import run
-
-    torch.set_num_threads(max(1, threads))
-    start = time.perf_counter()
-    try:
-        record, designs = run(
-            _cached_task(cell.task, data_dir),
-            cell.method,
-            cell.seed,
-            cell.preset,
-            dict(cell.overrides),
-        )
-    except Exception as exc:  # a failing cell is recorded and the grid goes on
-        return CellOutcome(
-            cell,
-            error=f"{type(exc).__name__}: {exc}",
-            traceback=traceback.format_exc(),
-            seconds=time.perf_counter() - start,
-        )
-    record.extra["wall_seconds"] = time.perf_counter() - start
-    return CellOutcome(cell, record, designs, seconds=time.perf_counter() - start)
-
-
-@lru_cache(maxsize=4)
-def _cached_task(name: str, data_dir: str | None):
-    # Loading TF-Bind-10 takes seconds; a worker reuses the task for all its cells.
-    return load_task(name, data_dir)
-
-
-def init_worker(threads: int) -> None:
-    """Process-pool initializer: limit BLAS/OpenMP threads so workers do not oversubscribe."""
-    import torch
-
-    from matchopt.runtime import keep_freed_memory
-
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(threads)
-    torch.set_num_threads(threads)
-    keep_freed_memory()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,22 +142,7 @@ class GridSummary:
 
     def table(self) -> str:
         """Mean +- std (population) of p100 and p50 over the seeds done, per task and method."""
-        groups: dict[tuple[str, str], list[RunRecord]] = {}
-        for record in self.records:
-            groups.setdefault((record.task, record.method), []).append(record)
-        lines = [
-            "| task | method | seeds | p100 | p50 | seconds / seed |",
-            "|---|---|---|---|---|---|",
-        ]
-        for (task, method), records in sorted(groups.items()):
-            p100 = [r.p100 for r in records]
-            p50 = [r.p50 for r in records]
-            lines.append(
-                f"| {task} | {method} | {len(records)} | {np.mean(p100):.3f} +- {np.std(p100):.3f} "
-                f"| {np.mean(p50):.3f} +- {np.std(p50):.3f} "
-                f"| {np.mean([r.wall_seconds for r in records]):.1f} |"
-            )
-        return "\n".join(lines)
+        return summary_table(self.records)
 
     def text(self) -> str:
         lines = [self.table(), ""] if self.records else []
@@ -328,15 +230,9 @@ def run_grid(
         bar.set_postfix(failed=len(summary.failed), last=outcome.cell.name, refresh=False)
 
     try:
-        if not todo:
-            pass
-        elif backend == "ray":
-            from matchopt.bench.backends import run_ray
-
+        if todo and backend == "ray":
             run_ray(todo, data_dir_text, workers, threads, ray_address, collect)
-        else:
-            from matchopt.bench.backends import run_local
-
+        elif todo:
             run_local(todo, data_dir_text, workers, threads, collect)
     except KeyboardInterrupt:
         summary.interrupted = True
@@ -369,7 +265,3 @@ def _remove_stale_temporaries(out: Path, cells: list[Cell]) -> None:
         if folder.is_dir():
             for tmp in folder.glob(".seed*.tmp"):
                 tmp.unlink(missing_ok=True)
-
-
-def known_methods() -> list[str]:
-    return list(METHODS)

@@ -40,7 +40,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import atomic_write_bytes, percentile
+from matchopt.evaluation import percentile
+from matchopt.io import atomic_write_bytes
 from matchopt.methods import make_method
 from matchopt.tasks import Task, load_task
 from matchopt.validation import METRICS, SELECTIONS

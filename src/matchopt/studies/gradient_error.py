@@ -42,7 +42,7 @@ from tqdm.auto import tqdm
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import atomic_write_bytes
+from matchopt.io import atomic_write_bytes
 from matchopt.methods.matchopt import MatchOpt, MatchOptConfig
 from matchopt.models.mlp import MLP
 

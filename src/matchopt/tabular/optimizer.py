@@ -48,11 +48,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from matchopt import __version__
+from matchopt._version import __version__
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import atomic_write_bytes
+from matchopt.io import atomic_write_bytes
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import GaussianEnsemble

@@ -19,7 +19,7 @@ import numpy as np
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import atomic_write_bytes
+from matchopt.io import atomic_write_bytes
 from matchopt.tasks.base import Task
 
 

@@ -74,7 +74,7 @@ from tqdm.auto import tqdm
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import atomic_write_bytes
+from matchopt.io import atomic_write_bytes
 from matchopt.tasks.base import Task, resolve_data_dir
 from matchopt.tasks.design_bench import load_shards, offline_mask, shard_paths
 

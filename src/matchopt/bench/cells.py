@@ -1,0 +1,115 @@
+"""One grid cell: what it is, and how a worker runs it (in any process, local or Ray).
+
+A cell runs :func:`matchopt.runner.run` and returns its outcome to the driver; only the driver
+writes files (:mod:`matchopt.bench.grid`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from matchopt.records import RunRecord, error_path, record_path
+from matchopt.tasks import Task, load_task
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (task, method, seed) job of a grid, with the method's preset and overrides."""
+
+    task: str
+    method: str
+    seed: int
+    preset: str = "paper"
+    overrides: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}/{self.method}/seed{self.seed}"
+
+    def record_path(self, out: Path) -> Path:
+        return record_path(out, self.task, self.method, self.seed)
+
+    def error_path(self, out: Path) -> Path:
+        return error_path(out, self.task, self.method, self.seed)
+
+
+@dataclass
+class CellOutcome:
+    """What a worker sends back: a record and designs, or an error and its traceback."""
+
+    cell: Cell
+    record: RunRecord | None = None
+    designs: np.ndarray | None = None
+    error: str | None = None
+    traceback: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.record is not None
+
+
+def run_cell(
+    cell: Cell, task: Task | None = None, data_dir: str | None = None, progress: bool = False
+) -> tuple[RunRecord, np.ndarray]:
+    """Run one cell (``matchopt run`` runs each seed as one): its record and designs.
+
+    ``extra["cell_seconds"]`` of the record is the whole run: fit, search and scoring.
+    """
+    from matchopt.runner import run
+
+    start = time.perf_counter()
+    record, designs = run(
+        task if task is not None else _cached_task(cell.task, data_dir),
+        cell.method,
+        cell.seed,
+        cell.preset,
+        dict(cell.overrides),
+        progress=progress,
+    )
+    record.extra["cell_seconds"] = time.perf_counter() - start
+    return record, designs
+
+
+def execute_cell(cell: Cell, data_dir: str | None, threads: int) -> CellOutcome:
+    """Run one cell in a grid worker and return its outcome; never raises for a failure of the
+    method (the grid records it and goes on)."""
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    start = time.perf_counter()
+    try:
+        record, designs = run_cell(cell, data_dir=data_dir)
+    except Exception as exc:  # a failing cell is recorded and the grid goes on
+        return CellOutcome(
+            cell,
+            error=f"{type(exc).__name__}: {exc}",
+            traceback=traceback.format_exc(),
+            seconds=time.perf_counter() - start,
+        )
+    return CellOutcome(cell, record, designs, seconds=time.perf_counter() - start)
+
+
+@lru_cache(maxsize=4)
+def _cached_task(name: str, data_dir: str | None):
+    # Loading TF-Bind-10 takes seconds; a worker reuses the task for all its cells.
+    return load_task(name, data_dir)
+
+
+def init_worker(threads: int) -> None:
+    """Process-pool initializer: limit BLAS/OpenMP threads so workers do not oversubscribe."""
+    import torch
+
+    from matchopt.runtime import keep_freed_memory
+
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    torch.set_num_threads(threads)
+    keep_freed_memory()

@@ -1,0 +1,207 @@
+"""Run records: the record type, where records live in a results folder, reading and writing them,
+and the one mean +- std summary table printed by ``run`` and ``bench``.
+
+A results folder holds ``<task>/<method>/seed<k>.json`` (the record), optionally
+``seed<k>.designs.npy`` beside it (the designs), and ``seed<k>.error.json`` for a grid cell that
+failed. Records are written atomically (:func:`matchopt.io.atomic_write_bytes`).
+
+Time fields, one meaning each: ``fit_seconds`` and ``search_seconds`` (the method's own work;
+their sum is :attr:`RunRecord.wall_seconds`, what reports compare) and ``extra["cell_seconds"]``
+(the whole run: fit, search and scoring by the oracle).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import numbers
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from matchopt.errors import MatchoptError
+from matchopt.io import atomic_write_bytes
+
+RECORD_NAME = re.compile(r"^seed(\d+)\.json$")
+
+
+@dataclass
+class RunRecord:
+    """Everything about one (task, method, seed) run, enough to rerun it and re-score it.
+
+    ``scores`` keeps all normalized oracle values of the returned designs, so any percentile
+    can be computed later; ``p100`` and ``p50`` are nearest-rank percentiles of them.
+    """
+
+    task: str
+    method: str
+    seed: int
+    preset: str
+    config: dict[str, Any]
+    scores: list[float]
+    p100: float
+    p50: float
+    offline_best: float
+    fit_seconds: float
+    search_seconds: float
+    version: str
+    n_designs: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunRecord:
+        return cls(**json.loads(text))
+
+    @property
+    def wall_seconds(self) -> float:
+        """Fit plus search time: the method's own cost."""
+        return self.fit_seconds + self.search_seconds
+
+
+# --- Layout --------------------------------------------------------------------------------------
+
+
+def record_path(out_dir: str | Path, task: str, method: str, seed: int) -> Path:
+    """``<out>/<task>/<method>/seed<k>.json``."""
+    return Path(out_dir) / task / method / f"seed{seed}.json"
+
+
+def error_path(out_dir: str | Path, task: str, method: str, seed: int) -> Path:
+    """``<out>/<task>/<method>/seed<k>.error.json``: why a grid cell failed."""
+    return Path(out_dir) / task / method / f"seed{seed}.error.json"
+
+
+# --- Writing and reading -------------------------------------------------------------------------
+
+
+def write_record(out_dir: str | Path, record: RunRecord, designs: np.ndarray | None = None) -> Path:
+    """Write the record (and the designs as .npy beside it), each atomically."""
+    path = record_path(out_dir, record.task, record.method, record.seed)
+    if designs is not None:
+        buffer = io.BytesIO()
+        np.save(buffer, designs)
+        atomic_write_bytes(path.with_suffix(".designs.npy"), buffer.getvalue())
+    atomic_write_bytes(path, (record.to_json() + "\n").encode())
+    return path
+
+
+def read_record(path: str | Path) -> RunRecord:
+    """One record file, checked field by field.
+
+    Raises:
+        MatchoptError: the file cannot be read or a field has the wrong type.
+    """
+    path = Path(path)
+    try:
+        record = RunRecord.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError) as err:  # JSON and UTF-8 errors are ValueErrors
+        raise MatchoptError(f"{path}: not a readable run record ({err})") from None
+    problem = _record_problem(record)
+    if problem:
+        raise MatchoptError(f"{path}: not a readable run record ({problem})")
+    return record
+
+
+def is_number(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _record_problem(record: RunRecord) -> str | None:
+    if not isinstance(record.task, str) or not isinstance(record.method, str):
+        return "task and method must be strings"
+    if not isinstance(record.seed, int) or isinstance(record.seed, bool):
+        return f"seed {record.seed!r} is not an integer"
+    if not isinstance(record.scores, list) or not record.scores:
+        return "scores must be a non-empty list"
+    if not all(is_number(s) for s in record.scores):
+        return "scores must all be numbers"
+    for name in ("p100", "p50", "fit_seconds", "search_seconds"):
+        if not is_number(getattr(record, name)):
+            return f"{name} {getattr(record, name)!r} is not a number"
+    return None
+
+
+def load_records(results_dir: str | Path) -> list[RunRecord]:
+    """Read every ``<task>/<method>/seed<k>.json`` record under ``results_dir``, recursively.
+
+    Files with other names (``seed<k>.error.json`` left by failed grid cells, ``.designs.npy``,
+    temporary files) are ignored.
+
+    Returns:
+        The records, sorted by (task, method, seed).
+
+    Raises:
+        MatchoptError: If the folder does not exist or holds no record, a record cannot be read,
+            its path disagrees with its contents, or two files hold the same (task, method, seed).
+    """
+    root = Path(results_dir)
+    if not root.exists():
+        raise MatchoptError(f"results folder {root} does not exist")
+    if not root.is_dir():
+        raise MatchoptError(f"results folder {root} is not a folder")
+    records: list[RunRecord] = []
+    seen: dict[tuple[str, str, int], Path] = {}
+    for path in sorted(root.rglob("seed*.json")):
+        match = RECORD_NAME.match(path.name)
+        if match is None or not path.is_file():
+            continue
+        record = read_record(path)
+        # The layout is the index of a results folder; a record copied to another seed's or
+        # method's file would silently count twice, so path and contents must agree.
+        expected = (path.parent.parent.name, path.parent.name, int(match.group(1)))
+        if (record.task, record.method, record.seed) != expected:
+            raise MatchoptError(
+                f"{path}: record is for task {record.task!r}, method {record.method!r}, seed "
+                f"{record.seed}, but its path says task {expected[0]!r}, method "
+                f"{expected[1]!r}, seed {expected[2]}"
+            )
+        key = (record.task, record.method, record.seed)
+        if key in seen:
+            raise MatchoptError(
+                f"two records for task {key[0]!r}, method {key[1]!r}, seed {key[2]}: "
+                f"{seen[key]} and {path}; report on a folder holding only one of them"
+            )
+        seen[key] = path
+        records.append(record)
+    if not records:
+        raise MatchoptError(f"no run records (<task>/<method>/seed<k>.json) under {root}")
+    return sorted(records, key=lambda r: (r.task, r.method, r.seed))
+
+
+# --- The summary table ---------------------------------------------------------------------------
+
+
+def summary_table(records: Sequence[RunRecord]) -> str:
+    """Markdown table, one row per (task, method, preset): mean +- std over seeds.
+
+    Population std (ddof 0, as design-baselines reports) of p100 and p50, the offline best and
+    the mean fit + search seconds per seed.
+    """
+    groups: dict[tuple[str, str, str], list[RunRecord]] = {}
+    for record in records:
+        groups.setdefault((record.task, record.method, record.preset), []).append(record)
+    lines = [
+        "| task | method | preset | seeds | p100 | p50 | offline best | seconds / seed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (task, method, preset), group in sorted(groups.items()):
+        group = sorted(group, key=lambda r: r.seed)
+        seeds = ",".join(str(r.seed) for r in group)
+        lines.append(
+            f"| {task} | {method} | {preset} | {seeds} | {_mean_std([r.p100 for r in group])} "
+            f"| {_mean_std([r.p50 for r in group])} | {group[0].offline_best:.3f} "
+            f"| {np.mean([r.wall_seconds for r in group]):.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def _mean_std(values: list[float]) -> str:
+    return f"{np.mean(values):.3f} +- {np.std(values):.3f}"
