@@ -1,0 +1,116 @@
+"""The import graph of src/matchopt: no cycles, and the layers import one way only.
+
+Data flows task -> method -> designs -> oracle -> scores -> report; methods and models never see
+a task (they are fitted on OfflineData alone), which is what keeps the oracle out of their reach.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import matchopt
+
+PACKAGE = Path(matchopt.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    return isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
+def _imports(tree: ast.Module, module: str, is_package: bool, top_level_only: bool):
+    """Names of matchopt modules imported by ``tree`` (relative imports resolved)."""
+    found = set()
+
+    def visit(nodes, nested):
+        for node in nodes:
+            if isinstance(node, ast.If) and _is_type_checking(node):
+                continue
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name.startswith("matchopt"))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = module.split(".")
+                    anchor = anchor if is_package else anchor[:-1]
+                    anchor = anchor[: len(anchor) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                if base.startswith("matchopt"):
+                    found.add(base)
+                    # ``from matchopt.x import y`` may import the submodule matchopt.x.y
+                    found.update(f"{base}.{a.name}" for a in node.names)
+            if not top_level_only or not nested:
+                for child in ast.iter_child_nodes(node):
+                    if isinstance(child, ast.stmt):
+                        visit([child], nested or isinstance(node, (ast.FunctionDef, ast.ClassDef)))
+
+    visit(tree.body, False)
+    return found
+
+
+def _graph(top_level_only: bool) -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts}
+    graph = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = _imports(tree, name, path.name == "__init__.py", top_level_only)
+        graph[name] = {m for m in imported if m in files and m != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt) :] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+@pytest.mark.parametrize("top_level_only", [True, False])
+def test_imports_have_no_cycle(top_level_only):
+    # A package imports its own submodules from __init__; a submodule importing its package
+    # back is the cycle that works only by import order. Lazy imports inside functions count
+    # too (False): deferring an import hides a cycle, it does not remove it.
+    graph = _graph(top_level_only=top_level_only)
+    assert len(graph) > 30
+    cycle = _cycle(graph)
+    assert cycle is None, " -> ".join(cycle)
+
+
+@pytest.mark.parametrize("layer", ["matchopt.methods", "matchopt.models"])
+def test_methods_and_models_never_import_tasks(layer):
+    graph = _graph(top_level_only=False)  # lazy imports inside functions count too
+    offenders = {
+        module: sorted(m for m in imported if m.startswith("matchopt.tasks"))
+        for module, imported in graph.items()
+        if module.startswith(layer)
+    }
+    assert not {m: t for m, t in offenders.items() if t}
+
+
+def test_the_cycle_finder_finds_cycles():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
