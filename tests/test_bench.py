@@ -58,7 +58,7 @@ def test_cells_expand_grid_and_scope_overrides():
         tasks=["potts"],
         methods=["matchopt", "random"],
         seeds=[0, 1],
-        overrides={"epochs": "3", "matchopt.kappa": "2"},
+        overrides={"matchopt.epochs": "3", "matchopt.kappa": "2"},
     )
     cells = grid.cells()
     assert [c.name for c in cells] == [
@@ -68,7 +68,14 @@ def test_cells_expand_grid_and_scope_overrides():
         "potts/random/seed1",
     ]
     assert cells[0].overrides == (("epochs", "3"), ("kappa", "2"))
-    assert cells[2].overrides == ()  # random has no epochs field
+    assert cells[2].overrides == ()
+    # An unscoped key applies to every method of the grid, or is refused: never skipped.
+    both = Grid(["potts"], ["matchopt", "ga"], [0], overrides={"epochs": "3"}).cells()
+    assert both[0].overrides == both[1].overrides == (("epochs", "3"),)
+    with pytest.raises(
+        MatchoptError, match=r"random have no config field 'epochs'.*matchopt\.epochs"
+    ):
+        Grid(["potts"], ["matchopt", "random"], [0], overrides={"epochs": "3"}).cells()
 
 
 @pytest.mark.parametrize(

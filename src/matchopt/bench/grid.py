@@ -40,8 +40,8 @@ BACKENDS = ("local", "ray")
 class Grid:
     """Tasks x methods x seeds under one preset.
 
-    ``overrides`` maps a config key to a value for every method that has that field, or
-    ``"method.key"`` to a value for one method (the CLI's ``--set``).
+    ``overrides`` maps a config key to a value for every method of the grid (each must have that
+    field), or ``"method.key"`` to a value for one method (the CLI's ``--set``).
     """
 
     tasks: Sequence[str]
@@ -64,6 +64,14 @@ class Grid:
             if not owners:
                 raise MatchoptError(
                     f"--set {key}: no method of the grid has a config field {key!r}"
+                )
+            others = [m for m in self.methods if m not in owners]
+            if others:
+                # Applying it to some methods only would leave the others at their preset
+                # budget without a word: the grid would compare unlike things.
+                raise MatchoptError(
+                    f"--set {key}: {', '.join(others)} have no config field {key!r}; "
+                    f"scope it to the methods that have it, e.g. --set {owners[0]}.{key}={value}"
                 )
             for m in owners:
                 per_method[m].setdefault(key, value)
