@@ -59,7 +59,7 @@ def test_gumbel_softmax():
 
 
 def test_y_reaches_every_layer():
-    net = ConditionalMLP(in_features=5, out_features=2, hidden=8, n_layers=3)
+    net = ConditionalMLP(in_features=5, out_features=2, hidden=(8, 8, 8), embedding=8)
     assert [layer.in_features for layer in net.layers] == [5 + 8, 8 + 8, 8 + 8]
     assert net.output.in_features == 8 + 8
     h = torch.randn(3, 5)
@@ -70,7 +70,7 @@ def test_discrete_designs_are_tokens_from_the_generator():
     rng = np.random.default_rng(0)
     space = DesignSpace.discrete(4, 3)
     data = OfflineData(rng.integers(0, 3, size=(300, 4)), rng.normal(size=300), space)
-    method = Mins(MinsConfig(hidden=16, epochs=2), seed=0).fit(data)
+    method = Mins(MinsConfig(hidden=(16, 16, 16), embedding=16, epochs=2), seed=0).fit(data)
     # Real rows as the critic sees them: relaxed one-hot, each token a distribution over 3.
     onehot = torch.eye(3)[torch.from_numpy(data.x)].view(300, -1)
     real = method._relax_real(onehot, 5.0, torch.Generator().manual_seed(0))

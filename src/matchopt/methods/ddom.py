@@ -67,10 +67,8 @@ from matchopt.weighting import adaptive_temperature, score_bin_weights
 class DdomConfig:
     """DDOM hyperparameters; defaults are the paper's / public code's."""
 
-    hidden: int = 1024
-    """Width of the network's hidden layers."""
-    n_layers: int = 3
-    """Number of hidden layers (Swish) of the network."""
+    hidden: tuple[int, ...] = (1024, 1024, 1024)
+    """Hidden layer widths (Swish) of the network."""
     beta_min: float = 0.01
     """beta(0) of the VP-SDE."""
     beta_max: float = 2.0
@@ -99,7 +97,7 @@ class DdomConfig:
     """Reverse-SDE integrator: stochastic Heun, or the public script's step (see Deviations)."""
 
 
-QUICK = {"hidden": 64, "epochs": 3, "sampling_steps": 50}
+QUICK = {"hidden": (64, 64, 64), "epochs": 3, "sampling_steps": 50}
 
 
 # --- 1. The variance-preserving SDE ------------------------------------------------------------
@@ -143,13 +141,12 @@ class ScoreNet(nn.Module):
 
     Args:
         dim: design feature dimension d.
-        hidden: hidden width.
-        n_layers: number of hidden layers.
+        hidden: hidden layer widths.
     """
 
-    def __init__(self, dim: int, hidden: int = 1024, n_layers: int = 3):
+    def __init__(self, dim: int, hidden: tuple[int, ...] = (1024, 1024, 1024)):
         super().__init__()
-        self.body = mlp_layers(dim + 2, (hidden,) * n_layers, dim, "swish")
+        self.body = mlp_layers(dim + 2, hidden, dim, "swish")
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Output (n x d) for noisy designs ``x`` (n x d), times ``t`` (n,), scores ``y`` (n,)."""
@@ -301,7 +298,7 @@ class Ddom(Method):
         noise = torch.Generator().manual_seed(self.seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            net = ScoreNet(features.shape[1], config.hidden, config.n_layers)
+            net = ScoreNet(features.shape[1], config.hidden)
         optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
 
         self.losses_: list[float] = []

@@ -65,10 +65,10 @@ class MinsConfig:
 
     latent_size: int = 32
     """Dimension of the generator's noise z."""
-    hidden: int = 1024
-    """Width of every hidden layer and of the y embedding (generator and critic)."""
-    n_layers: int = 3
-    """Number of [dense, LayerNorm, LeakyReLU] blocks in the generator and in the critic."""
+    hidden: tuple[int, ...] = (1024, 1024, 1024)
+    """Widths of the [dense, LayerNorm, LeakyReLU] blocks of the generator and of the critic."""
+    embedding: int = 1024
+    """Width of the y embedding concatenated to every block's input."""
     negative_slope: float = 0.2
     """LeakyReLU slope."""
     epochs: int = 200
@@ -100,7 +100,7 @@ class MinsConfig:
     relaxation."""
 
 
-QUICK = {"hidden": 64, "epochs": 3}
+QUICK = {"hidden": (64, 64, 64), "embedding": 64, "epochs": 3}
 
 
 # --- 1. Networks -------------------------------------------------------------------------------
@@ -115,8 +115,8 @@ class ConditionalMLP(nn.Module):
     Args:
         in_features: dimension of the input (z for the generator, a design for the critic).
         out_features: dimension of the output (design features or logits; 1 for the critic).
-        hidden: width of the hidden layers and of the embedding e.
-        n_layers: number of hidden layers.
+        hidden: widths of the hidden layers.
+        embedding: width of the embedding e.
         negative_slope: LeakyReLU slope.
     """
 
@@ -124,16 +124,18 @@ class ConditionalMLP(nn.Module):
         self,
         in_features: int,
         out_features: int,
-        hidden: int = 1024,
-        n_layers: int = 3,
+        hidden: tuple[int, ...] = (1024, 1024, 1024),
+        embedding: int = 1024,
         negative_slope: float = 0.2,
     ):
         super().__init__()
-        self.embed = nn.Linear(1, hidden)
-        widths = [in_features] + [hidden] * n_layers
-        self.layers = nn.ModuleList(nn.Linear(w + hidden, hidden) for w in widths[:-1])
-        self.norms = nn.ModuleList(nn.LayerNorm(hidden) for _ in range(n_layers))
-        self.output = nn.Linear(widths[-1] + hidden, out_features)
+        self.embed = nn.Linear(1, embedding)
+        widths = [in_features, *hidden]
+        self.layers = nn.ModuleList(
+            nn.Linear(w + embedding, out) for w, out in zip(widths[:-1], widths[1:])
+        )
+        self.norms = nn.ModuleList(nn.LayerNorm(width) for width in hidden)
+        self.output = nn.Linear(widths[-1] + embedding, out_features)
         self.negative_slope = negative_slope
 
     def forward(self, h: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -270,11 +272,11 @@ class Mins(Method):
                 config.latent_size,
                 n_features,
                 config.hidden,
-                config.n_layers,
+                config.embedding,
                 config.negative_slope,
             )
             self.critic_ = ConditionalMLP(
-                n_features, 1, config.hidden, config.n_layers, config.negative_slope
+                n_features, 1, config.hidden, config.embedding, config.negative_slope
             )
         betas = (config.beta1, config.beta2)
         g_opt = torch.optim.Adam(self.generator_.parameters(), lr=config.lr, betas=betas)
