@@ -35,36 +35,22 @@ Deviations from design-baselines:
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.data import OfflineData
-from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
-from matchopt.models import GaussianEnsemble
-from matchopt.models.mlp import ACTIVATIONS
+from matchopt.methods.surrogate import EnsembleSurrogateMethod
+from matchopt.models import EnsembleConfig
 
 
 @dataclass(frozen=True)
-class BoQeiConfig:
-    """BO-qEI hyperparameters; defaults are design-baselines'."""
+class BoQeiConfig(EnsembleConfig):
+    """BO-qEI hyperparameters (after the ensemble's, :class:`EnsembleConfig`); defaults are
+    design-baselines'."""
 
-    n_models: int = 5
-    """Ensemble size of the surrogate."""
-    hidden: tuple[int, ...] = (256,)
-    """Hidden layer widths of every ensemble member."""
-    activation: str = field(default="leaky_relu", metadata={"choices": tuple(ACTIVATIONS)})
-    """Hidden activation of the ensemble members."""
-    epochs: int = 100
-    """Training epochs of every member."""
-    batch_size: int = 100
-    """Mini-batch size of surrogate training."""
-    lr: float = 1e-3
-    """Adam learning rate of surrogate training."""
     gp_samples: int = 500
     """The GP starts on this many best offline designs."""
     noise_se: float = 0.1
@@ -152,7 +138,7 @@ def qei_candidates(
 # --- The method ----------------------------------------------------------------------------------
 
 
-class BoQei(Method):
+class BoQei(EnsembleSurrogateMethod):
     """Batch BO with qEI on a GP, observing candidates through a learned Gaussian ensemble.
 
     Args:
@@ -168,29 +154,8 @@ class BoQei(Method):
             in the normalized space and its observed value (z-scored y units).
     """
 
-    has_surrogate = True
     config_class = BoQeiConfig
     presets = {"paper": {}, "quick": QUICK}
-
-    def fit(self, data: OfflineData) -> BoQei:
-        config = self.config_
-        self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x))
-        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
-        self.ensemble_ = GaussianEnsemble.trained(
-            features,
-            scores,
-            n_models=config.n_models,
-            hidden=config.hidden,
-            activation=config.activation,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=self.seed,
-            progress=self.progress,
-        )
-        self.data_ = data
-        return self
 
     def _observe(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Ensemble mean of ``x`` (m x d, float64) plus N(0, noise_se^2), float64 (m,)."""
@@ -259,11 +224,3 @@ class BoQei(Method):
             )
         best = np.argsort(-self.observed_y_, kind="stable")[:n]
         return self.encoder_.decode_x(self.observed_x_[best])
-
-    def predict(self, designs: np.ndarray) -> np.ndarray:
-        """Ensemble mean predictions (n,) of designs, in the units of the offline y."""
-        self._check_fitted()
-        designs = self.data_.space.validate(designs)
-        with torch.no_grad():
-            out = self.ensemble_.predict_mean(torch.from_numpy(self.encoder_.encode_x(designs)))
-        return self.encoder_.decode_y(out.numpy())

@@ -29,34 +29,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 from tqdm.auto import tqdm
 
-from matchopt.data import OfflineData
-from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
-from matchopt.models import GaussianEnsemble
-from matchopt.models.mlp import ACTIVATIONS
+from matchopt.methods.surrogate import EnsembleSurrogateMethod
+from matchopt.models import EnsembleConfig
 from matchopt.search import START_CHOICES, starting_points
 
 
 @dataclass(frozen=True)
-class CmaEsConfig:
-    """CMA-ES hyperparameters; defaults are design-baselines'."""
+class CmaEsConfig(EnsembleConfig):
+    """CMA-ES hyperparameters (after the ensemble's, :class:`EnsembleConfig`); defaults are
+    design-baselines'."""
 
-    n_models: int = 5
-    """Ensemble size of the surrogate."""
-    hidden: tuple[int, ...] = (256,)
-    """Hidden layer widths of every ensemble member."""
-    activation: str = field(default="leaky_relu", metadata={"choices": tuple(ACTIVATIONS)})
-    """Hidden activation of the ensemble members."""
-    epochs: int = 100
-    """Training epochs of every member."""
-    batch_size: int = 100
-    """Mini-batch size of surrogate training."""
-    lr: float = 1e-3
-    """Adam learning rate of surrogate training."""
     sigma0: float = 0.5
     """Initial CMA-ES step size (in the z-scored space)."""
     max_iterations: int = 100
@@ -132,7 +117,7 @@ def cma_maximize(
 # --- The method ----------------------------------------------------------------------------------
 
 
-class CmaEs(Method):
+class CmaEs(EnsembleSurrogateMethod):
     """CMA-ES from each of the top-128 designs on the mean prediction of a Gaussian ensemble.
 
     Args:
@@ -145,33 +130,8 @@ class CmaEs(Method):
         encoder_: maps designs to normalized features and back.
     """
 
-    has_surrogate = True
     config_class = CmaEsConfig
     presets = {"paper": {}, "quick": QUICK}
-
-    def fit(self, data: OfflineData) -> CmaEs:
-        config = self.config_
-        self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x))
-        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
-        self.ensemble_ = GaussianEnsemble.trained(
-            features,
-            scores,
-            n_models=config.n_models,
-            hidden=config.hidden,
-            activation=config.activation,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=self.seed,
-            progress=self.progress,
-        )
-        self.data_ = data
-        return self
-
-    def _predict_features(self, x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            return self.ensemble_.predict_mean(torch.from_numpy(x)).numpy()
 
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: the best point of one CMA-ES run per starting design."""
@@ -191,9 +151,3 @@ class CmaEs(Method):
             self.progress,
         )
         return self.encoder_.decode_x(best)
-
-    def predict(self, designs: np.ndarray) -> np.ndarray:
-        """Ensemble mean predictions (n,) of designs, in the units of the offline y."""
-        self._check_fitted()
-        designs = self.data_.space.validate(designs)
-        return self.encoder_.decode_y(self._predict_features(self.encoder_.encode_x(designs)))

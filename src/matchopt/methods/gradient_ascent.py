@@ -31,34 +31,29 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from matchopt.data import OfflineData
-from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
-from matchopt.models import GaussianEnsemble
-from matchopt.models.mlp import ACTIVATIONS
+from matchopt.methods.surrogate import EnsembleSurrogateMethod
+from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.search import START_CHOICES, gradient_ascent, starting_points
 
 
 @dataclass(frozen=True)
-class GradientAscentConfig:
+class GradientAscentConfig(EnsembleConfig):
     """GA / Ens-Mean / Ens-Min hyperparameters; defaults are design-baselines' (GA)."""
 
     n_models: int = 1
     """Ensemble size: 1 for GA, 5 for Ens-Mean and Ens-Min."""
-    aggregation: str = field(default="mean", metadata={"choices": ("mean", "min")})
-    """How member means are combined into the ascended score: mean (Ens-Mean) or min (Ens-Min)."""
     hidden: tuple[int, ...] = (2048, 2048)
     """Hidden layer widths of every forward model."""
-    activation: str = field(default="leaky_relu", metadata={"choices": tuple(ACTIVATIONS)})
-    """Hidden activation of the forward models."""
-    bootstrap: bool = True
-    """Train each model on its own bootstrap of the data (design-baselines does, even for GA)."""
     epochs: int = 100
     """Training epochs of every model (the paper uses 50 on superconductor)."""
     batch_size: int = 128
     """Mini-batch size of model training."""
     lr: float = 3e-4
     """Adam learning rate of model training."""
+    aggregation: str = field(default="mean", metadata={"choices": ("mean", "min")})
+    """How member means are combined into the ascended score: mean (Ens-Mean) or min (Ens-Min)."""
+    bootstrap: bool = True
+    """Train each model on its own bootstrap of the data (design-baselines does, even for GA)."""
     search_steps: int = 200
     """Gradient-ascent steps on the designs."""
     search_lr: float = 0.01
@@ -82,7 +77,7 @@ def ensemble_score(ensemble: GaussianEnsemble, x: torch.Tensor, aggregation: str
 # --- The method ----------------------------------------------------------------------------------
 
 
-class GradientAscent(Method):
+class GradientAscent(EnsembleSurrogateMethod):
     """Gradient ascent on a (bootstrapped ensemble of) Gaussian forward model(s).
 
     Args:
@@ -95,30 +90,8 @@ class GradientAscent(Method):
         encoder_: maps designs to normalized features and back.
     """
 
-    has_surrogate = True
     config_class = GradientAscentConfig
     presets = {"paper": {}, "quick": QUICK}
-
-    def fit(self, data: OfflineData) -> GradientAscent:
-        config = self.config_
-        self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x))
-        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
-        self.ensemble_ = GaussianEnsemble.trained(
-            features,
-            scores,
-            n_models=config.n_models,
-            hidden=config.hidden,
-            activation=config.activation,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=self.seed,
-            bootstrap=config.bootstrap,
-            progress=self.progress,
-        )
-        self.data_ = data
-        return self
 
     def _score(self, x: torch.Tensor) -> torch.Tensor:
         return ensemble_score(self.ensemble_, x, self.config_.aggregation)
@@ -136,10 +109,7 @@ class GradientAscent(Method):
         )
         return self.encoder_.decode_x(final.numpy())
 
-    def predict(self, designs: np.ndarray) -> np.ndarray:
-        """Aggregated predictions (n,) of designs, in the units of the offline y."""
-        self._check_fitted()
-        designs = self.data_.space.validate(designs)
+    def _predict_features(self, x: np.ndarray) -> np.ndarray:
+        """The aggregated score (n,) of normalized features: what :meth:`predict` reports."""
         with torch.no_grad():
-            out = self._score(torch.from_numpy(self.encoder_.encode_x(designs)))
-        return self.encoder_.decode_y(out.numpy())
+            return self._score(torch.from_numpy(x)).numpy()

@@ -1,6 +1,7 @@
 """Surrogate models: networks that map normalized features (n x d) to predicted scores (n,)."""
 
 from matchopt.models.gaussian import (
+    EnsembleConfig,
     GaussianEnsemble,
     GaussianMLP,
     bootstrap_weights,
@@ -10,6 +11,7 @@ from matchopt.models.mlp import MLP, mlp_layers
 
 __all__ = [
     "MLP",
+    "EnsembleConfig",
     "GaussianEnsemble",
     "GaussianMLP",
     "bootstrap_weights",

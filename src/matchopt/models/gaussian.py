@@ -11,13 +11,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from matchopt.models.mlp import mlp_layers
+from matchopt.models.mlp import ACTIVATIONS, mlp_layers
+
+
+@dataclass(frozen=True)
+class EnsembleConfig:
+    """Config fields of a Gaussian-ensemble surrogate, the same names in every method that fits
+    one (GA, Ens-Mean/Min, CMA-ES, BO-qEI); defaults are design-baselines' CMA-ES / BO-qEI
+    ensemble. A method's config subclasses it and may give other defaults."""
+
+    n_models: int = 5
+    """Ensemble size of the surrogate."""
+    hidden: tuple[int, ...] = (256,)
+    """Hidden layer widths of every ensemble member."""
+    activation: str = field(default="leaky_relu", metadata={"choices": tuple(ACTIVATIONS)})
+    """Hidden activation of the ensemble members."""
+    epochs: int = 100
+    """Training epochs of every member."""
+    batch_size: int = 100
+    """Mini-batch size of surrogate training."""
+    lr: float = 1e-3
+    """Adam learning rate of surrogate training."""
 
 
 def soft_clamp(log_std: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
@@ -186,6 +208,26 @@ class GaussianEnsemble(nn.Module):
         )
         return ensemble.eval().requires_grad_(False)
 
+    @classmethod
+    def from_config(
+        cls, x: torch.Tensor, y: torch.Tensor, config: Any, seed: int, progress: bool = False
+    ) -> GaussianEnsemble:
+        """:meth:`trained` with the fields of an :class:`EnsembleConfig` (and its ``bootstrap``
+        field where the config has one; True otherwise)."""
+        return cls.trained(
+            x,
+            y,
+            n_models=config.n_models,
+            hidden=config.hidden,
+            activation=config.activation,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            seed=seed,
+            bootstrap=getattr(config, "bootstrap", True),
+            progress=progress,
+        )
+
     def member_means(self, x: torch.Tensor) -> torch.Tensor:
         """Predicted means of every member (n_models x n)."""
         return torch.stack([member(x)[0] for member in self.members])
@@ -193,7 +235,3 @@ class GaussianEnsemble(nn.Module):
     def predict_mean(self, x: torch.Tensor) -> torch.Tensor:
         """Mean over members of the predicted means (n,)."""
         return self.member_means(x).mean(0)
-
-    def predict_min(self, x: torch.Tensor) -> torch.Tensor:
-        """Minimum over members of the predicted means (n,)."""
-        return self.member_means(x).min(0).values

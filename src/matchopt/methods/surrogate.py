@@ -1,0 +1,46 @@
+"""Plumbing of the methods that search a Gaussian-ensemble surrogate (GA, Ens-Mean/Min, CMA-ES,
+BO-qEI): fit the encoder and the ensemble, predict with the ensemble mean. Each method's own
+search stays in its own file."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from matchopt.data import OfflineData
+from matchopt.encodings import DesignEncoder
+from matchopt.methods.base import Method
+from matchopt.models import GaussianEnsemble
+
+
+class EnsembleSurrogateMethod(Method):
+    """A method whose config is an :class:`~matchopt.models.EnsembleConfig` and whose surrogate
+    is a :class:`~matchopt.models.GaussianEnsemble` fitted on z-scored features and scores.
+
+    Attributes:
+        ensemble_: the trained ensemble (frozen).
+        encoder_: maps designs to normalized features and back.
+    """
+
+    has_surrogate = True
+
+    def fit(self, data: OfflineData) -> EnsembleSurrogateMethod:
+        self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
+        features = torch.from_numpy(self.encoder_.encode_x(data.x))
+        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
+        self.ensemble_ = GaussianEnsemble.from_config(
+            features, scores, self.config_, self.seed, self.progress
+        )
+        self.data_ = data
+        return self
+
+    def _predict_features(self, x: np.ndarray) -> np.ndarray:
+        """Surrogate score (n,) of normalized features (n x d): the ensemble mean."""
+        with torch.no_grad():
+            return self.ensemble_.predict_mean(torch.from_numpy(x)).numpy()
+
+    def predict(self, designs: np.ndarray) -> np.ndarray:
+        """Surrogate predictions (n,) of designs, in the units of the offline y."""
+        self._check_fitted()
+        designs = self.data_.space.validate(designs)
+        return self.encoder_.decode_y(self._predict_features(self.encoder_.encode_x(designs)))
