@@ -42,15 +42,6 @@ def starting_points(
     return np.asarray(features[index], dtype=np.float32)
 
 
-def step_size(
-    override: float | None, is_discrete: bool, discrete: float, continuous: float
-) -> float:
-    """``override`` if set, else the design-type default (logits take larger steps than floats)."""
-    if override is not None:
-        return override
-    return discrete if is_discrete else continuous
-
-
 def gradient_ascent(
     score: Callable[[torch.Tensor], torch.Tensor],
     x0: torch.Tensor,

@@ -100,6 +100,16 @@ class Method(ABC):
             raise MatchoptError(f"{type(self).__name__} must be fitted before propose()")
 
 
+def by_design_type(value: Any, is_discrete: bool, if_discrete: Any, if_continuous: Any) -> Any:
+    """``value`` when set, else the default for the design type (config fields left None).
+
+    E.g. search step sizes: logits of tokens take larger steps than z-scored floats.
+    """
+    if value is not None:
+        return value
+    return if_discrete if is_discrete else if_continuous
+
+
 @dataclasses.dataclass(frozen=True)
 class MethodEntry:
     """A registered method: its class, config fields it fixes, and a one-line summary."""

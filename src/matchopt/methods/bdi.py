@@ -54,9 +54,9 @@ from tqdm.auto import tqdm
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
+from matchopt.methods.base import Method, by_design_type
 from matchopt.models.ntk import ntk_regression_coefficients, relu_ntk, relu_ntk_diag
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points, step_size
+from matchopt.search import START_CHOICES, gradient_ascent, starting_points
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ class BDI(Method):
             negative_loss,
             starts.double(),
             config.search_steps,
-            step_size(config.search_lr, self.data_.space.is_discrete, 0.1, 0.001),
+            by_design_type(config.search_lr, self.data_.space.is_discrete, 0.1, 0.001),
         )
         bar.close()
         return self.encoder_.decode_x(final.numpy())

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
+from matchopt.methods.base import Method, by_design_type
 from matchopt.models import mlp_layers
 from matchopt.search import gradient_ascent, starting_points
 
@@ -136,13 +136,6 @@ def conservative_losses(
 
 
 # --- 3. The method -----------------------------------------------------------------------------
-
-
-def by_design_type(value, discrete: bool, if_discrete, if_continuous):
-    """``value`` when set, else the default for the design type (config fields left None)."""
-    if value is not None:
-        return value
-    return if_discrete if discrete else if_continuous
 
 
 class Coms(Method):

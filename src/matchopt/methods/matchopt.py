@@ -45,9 +45,9 @@ from tqdm.auto import tqdm
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import MIN_ROWS, Method
+from matchopt.methods.base import MIN_ROWS, Method, by_design_type
 from matchopt.models.mlp import MLP
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points, step_size
+from matchopt.search import START_CHOICES, gradient_ascent, starting_points
 from matchopt.validation import (
     SELECTIONS,
     SPLITS,
@@ -518,7 +518,7 @@ class MatchOpt(Method):
             self.model_,
             torch.from_numpy(starts),
             config.search_steps,
-            step_size(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001),
+            by_design_type(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001),
         )
         return self.encoder_.decode_x(final.numpy())
 

@@ -20,9 +20,9 @@ import torch
 
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
+from matchopt.methods.base import Method, by_design_type
 from matchopt.models import MLP
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points, step_size
+from matchopt.search import START_CHOICES, gradient_ascent, starting_points
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Untrained(Method):
         """``n`` designs: Adam ascent on the untrained MLP from ``config.init`` starts."""
         self._check_fitted()
         config = self.config_
-        lr = step_size(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001)
+        lr = by_design_type(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001)
         features = self.encoder_.encode_x(self.data_.x)
         rng = np.random.default_rng([self.seed, 1])
         starts = starting_points(features, self.data_.y, n, config.init, rng)

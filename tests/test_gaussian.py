@@ -1,0 +1,83 @@
+"""Gaussian forward models and their bootstrapped ensembles (matchopt.models.gaussian), the
+surrogate of GA, Ens-Mean/Min, CMA-ES, BO-qEI and CbAS."""
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from matchopt.models import EnsembleConfig, GaussianEnsemble, GaussianMLP, bootstrap_weights
+from matchopt.models.gaussian import fit_gaussian, soft_clamp
+
+
+def _line(n=256, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 2, generator=generator)
+    return x, 2.0 * x[:, 0] - x[:, 1]
+
+
+def test_soft_clamp_is_monotone_between_its_smooth_limits():
+    # design-baselines' clamp: high - softplus(high - x), then low + softplus(. - low); its
+    # limits are low (x -> -inf) and low + softplus(high - low) (x -> +inf), log 0.3 here.
+    low, high = torch.tensor(math.log(0.1)), torch.tensor(math.log(0.2))
+    values = soft_clamp(torch.linspace(-50, 50, 101), low, high)
+    upper = low + torch.nn.functional.softplus(high - low)
+    assert (values >= low).all() and (values <= upper + 1e-6).all()
+    torch.testing.assert_close(values[[0, -1]], torch.stack([low, upper]))
+    assert torch.all(values[1:] >= values[:-1])
+
+
+def test_bootstrap_weights_are_seeded_counts_of_n_draws():
+    weights = bootstrap_weights(100, 3, np.random.default_rng(0))
+    assert weights.shape == (3, 100) and (weights.sum(1) == 100).all()
+    assert (weights >= 0).all() and weights.dtype.kind == "i"
+    np.testing.assert_array_equal(weights, bootstrap_weights(100, 3, np.random.default_rng(0)))
+    assert 0.25 < (weights == 0).mean() < 0.45  # about 1/e of the rows are left out
+
+
+def test_fitting_lowers_the_likelihood_loss_and_learns_the_data():
+    x, y = _line()
+    torch.manual_seed(0)
+    model = GaussianMLP(2, (32,))
+    losses = fit_gaussian(model, x, y, epochs=60, batch_size=32, lr=1e-2)
+    assert losses[-1] < losses[0]
+    mean, log_std = model(x)
+    assert mean.shape == log_std.shape == (256,)
+    assert torch.corrcoef(torch.stack([mean.detach(), y]))[0, 1] > 0.95
+
+
+def test_zero_weights_leave_rows_out():
+    x, y = _line(64)
+    weights = torch.zeros(64)
+    weights[:32] = 1
+    torch.manual_seed(1)
+    a = GaussianMLP(2, (8,))
+    b = GaussianMLP(2, (8,))
+    b.load_state_dict(a.state_dict())
+    fit = {"epochs": 2, "batch_size": 16, "lr": 1e-2, "sample_weights": weights}
+    fit_gaussian(a, x, y, generator=torch.Generator().manual_seed(3), **fit)
+    y_other = y.clone()
+    y_other[32:] += 100.0  # rows of weight 0: changing them changes nothing
+    fit_gaussian(b, x, y_other, generator=torch.Generator().manual_seed(3), **fit)
+    for p, q in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(p, q)
+
+
+def test_trained_ensemble_is_frozen_seeded_and_averages_its_members():
+    x, y = _line()
+    config = dataclasses.replace(EnsembleConfig(), n_models=3, hidden=(16,), epochs=2)
+    ensemble = GaussianEnsemble.from_config(x, y, config, seed=4)
+    assert not ensemble.training
+    assert all(not p.requires_grad for p in ensemble.parameters())
+    means = ensemble.member_means(x)
+    assert means.shape == (3, 256)
+    torch.testing.assert_close(ensemble.predict_mean(x), means.mean(0))
+    same = GaussianEnsemble.trained(
+        x, y, n_models=3, hidden=(16,), activation="leaky_relu", epochs=2, batch_size=100,
+        lr=1e-3, seed=4,
+    )  # fmt: skip
+    for p, q in zip(ensemble.parameters(), same.parameters()):
+        assert torch.equal(p, q)
+    other = GaussianEnsemble.from_config(x, y, config, seed=5)
+    assert not torch.equal(other.member_means(x), means)
