@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+from task_fixtures import decode_codes, write_shards, write_superconductor
 
 from matchopt.errors import MatchoptError
 from matchopt.tasks import TASKS, design_bench, load_task
@@ -28,20 +29,9 @@ TF10_ROWS = [300] * 83 + [123]
 SC_ROWS = [100] * 4 + [60]
 
 
-def write_shards(root, folder, prefix, x, y, sizes):
-    base = root / folder
-    base.mkdir(parents=True, exist_ok=True)
-    start = 0
-    for k, n in enumerate(sizes):
-        np.save(base / f"{prefix}-x-{k}.npy", x[start : start + n])
-        np.save(base / f"{prefix}-y-{k}.npy", y[start : start + n].reshape(-1, 1))
-        start += n
-
-
 def decode(codes, length=10):
     """Tokens (n x length) of base-4 codes (n,)."""
-    powers = 4 ** np.arange(length - 1, -1, -1)
-    return ((codes[:, None] // powers) % 4).astype(np.int32)
+    return decode_codes(codes, length)
 
 
 @pytest.fixture(scope="module")
@@ -181,12 +171,7 @@ def test_offline_rows_subsamples_only_above_max_samples():
 @pytest.fixture
 def sc_dir(tmp_path):
     """Data dir with a Superconductor fixture; returns (dir, x, y)."""
-    rng = np.random.default_rng(1)
-    n = sum(SC_ROWS)
-    x = rng.poisson(0.3, size=(n, 86)).astype(np.float32) * (rng.random((n, 86)) < 0.1)
-    weights = rng.normal(size=86) * (rng.random(86) < 0.2)
-    y = (20 + 10 * x @ weights + rng.normal(scale=1.0, size=n)).clip(0.1).astype(np.float32)
-    write_shards(tmp_path, "superconductor", "superconductor", x, y, SC_ROWS)
+    x, y = write_superconductor(tmp_path, SC_ROWS)
     return tmp_path, x, y
 
 

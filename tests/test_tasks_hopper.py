@@ -10,6 +10,7 @@ pytest.importorskip("gymnasium")
 pytest.importorskip("mujoco")
 
 import gymnasium  # noqa: E402
+from task_fixtures import HOPPER_STEPS, random_policies, write_hopper  # noqa: E402
 
 from matchopt.errors import MatchoptError  # noqa: E402
 from matchopt.runner import run  # noqa: E402
@@ -23,15 +24,13 @@ from matchopt.tasks.hopper import (  # noqa: E402
     PolicyEvaluator,
     decode_policy,
     policy_action,
-    random_policy,
 )
 
-STEPS = 20  # short episodes keep the rollouts fast
+STEPS = HOPPER_STEPS  # short episodes keep the rollouts fast
 
 
 def _policies(n: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return np.stack([random_policy(rng) for _ in range(n)]).astype(np.float32)
+    return random_policies(n, seed)
 
 
 def _reference_return(x: np.ndarray, reset_seed: int, steps: int) -> float:
@@ -91,10 +90,7 @@ def test_oracle_runs_hopper_in_process_and_in_a_pool():
 
 
 def _write_fixture(root, x, y):
-    folder = root / "hopper_controller"
-    folder.mkdir(parents=True)
-    np.save(folder / "hopper_controller-x-0.npy", x)
-    np.save(folder / "hopper_controller-y-0.npy", y.reshape(-1, 1).astype(np.float32))
+    write_hopper(root, x, y)
 
 
 def test_hopper_controller_on_design_bench_files(tmp_path):

@@ -9,6 +9,13 @@ import pytest
 
 pytest.importorskip("mujoco")
 
+from task_fixtures import (  # noqa: E402
+    random_morphologies,
+    random_policy_weights,
+    write_morphology,
+    write_policy,
+)
+
 from matchopt.errors import MatchoptError  # noqa: E402
 from matchopt.tasks import TASKS, load_task  # noqa: E402
 from matchopt.tasks import morphology as M  # noqa: E402
@@ -17,40 +24,9 @@ ROBOTS = [("ant", M.AntEnv, M.AntMorphology), ("dkitty", M.DKittyEnv, M.DKittyMo
 IDS = [name for name, _, _ in ROBOTS]
 
 
-def random_weights(rng, obs_dim, action_dim=12, hidden=32):
-    """A dict in the format of design-bench's oracle pickles: float32 arrays, W as (out, in)."""
-    shapes = [(hidden, obs_dim), (hidden,), (hidden, hidden), (hidden,)]
-    shapes += [(2 * action_dim, hidden), (2 * action_dim,)]
-    return {
-        key: rng.normal(0.0, 1.0 / np.sqrt(shape[-1]), shape).astype(np.float32)
-        for key, shape in zip(M.POLICY_KEYS, shapes)
-    }
-
-
-def random_designs(rng, env_cls, n):
-    low, high = np.tile(env_cls.leg_low, 4), np.tile(env_cls.leg_high, 4)
-    return rng.uniform(low, high, size=(n, low.size)).astype(np.float32)
-
-
-def write_policy(path, weights, protocol=3):
-    """Pickle ``weights`` as a numpy-1 era file (protocol 3, ``numpy.core`` module paths)."""
-    data = pickle.dumps(dict(weights), protocol=protocol)
-    # numpy 2 writes numpy._core; the old name has the same length minus one and protocol 3 has
-    # no frame lengths, so the bytes stay a valid pickle.
-    path.write_bytes(data.replace(b"numpy._core.", b"numpy.core."))
-
-
-def write_fixture(root, task_cls, env_cls, n=40, seed=0):
-    """Design-bench layout: <folder>/<prefix>-{x,y}-0.npy and <folder>/<robot>_oracle.pkl."""
-    rng = np.random.default_rng(seed)
-    folder = root / task_cls.folder
-    folder.mkdir(parents=True)
-    x = random_designs(rng, env_cls, n)
-    y = rng.normal(0.0, 100.0, size=(n, 1)).astype(np.float32)
-    np.save(folder / f"{task_cls.prefix}-x-0.npy", x)
-    np.save(folder / f"{task_cls.prefix}-y-0.npy", y)
-    write_policy(folder / task_cls.policy_file, random_weights(rng, env_cls.obs_dim))
-    return x, y.reshape(-1)
+random_weights = random_policy_weights
+random_designs = random_morphologies
+write_fixture = write_morphology
 
 
 def test_tasks_are_registered():
