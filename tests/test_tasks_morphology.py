@@ -257,7 +257,7 @@ def test_missing_files_and_bad_files_are_named(tmp_path):
     write_fixture(tmp_path, M.DKittyMorphology, M.DKittyEnv)
     folder = tmp_path / "dkitty_morphology"
     np.save(folder / "dkitty_morphology-x-0.npy", np.zeros((40, 60), np.float32))
-    with pytest.raises(MatchoptError, match=r"dkitty_morphology-x-0.npy: expected x of shape"):
+    with pytest.raises(MatchoptError, match=r"dkitty_morphology-x-0.npy: expected rows of shape"):
         load_task("dkitty", tmp_path)
     with pytest.raises(MatchoptError, match="workers must be an integer >= 1"):
         M.score_designs("ant", np.zeros((2, 60)), None, workers=0)

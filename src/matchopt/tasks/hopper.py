@@ -76,7 +76,8 @@ from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
 from matchopt.io import atomic_write_bytes
 from matchopt.tasks.base import Task, resolve_data_dir
-from matchopt.tasks.design_bench import load_shards, offline_mask, shard_paths
+from matchopt.tasks.design_bench import DesignBenchTask
+from matchopt.tasks.shards import load_shards, shard_paths
 
 ENV_ID = "Hopper-v5"
 OBS_DIM, HIDDEN_DIM, ACTION_DIM = 11, 64, 3
@@ -271,7 +272,7 @@ class _HopperTask(Task):
         return self._evaluator()(designs)
 
 
-class HopperController(_HopperTask):
+class HopperController(_HopperTask, DesignBenchTask):
     """Hopper controller (design-bench HopperController-Exact-v0) on gymnasium's Hopper-v5.
 
     Offline set: all 3,200 rows of design-bench's file (max_percentile 100); scores normalized
@@ -307,19 +308,8 @@ class HopperController(_HopperTask):
         require_gymnasium()
         super().__init__(data_dir)
 
-    @classmethod
-    def required_files(cls, data_dir: Path | None) -> list[Path]:
-        return shard_paths(data_dir, cls.folder, cls.prefix, cls.n_shards)
-
-    def _load(self):
-        x, y = load_shards(self.required_files(self.data_dir))
-        if x.ndim != 2 or x.shape[1] != N_PARAMS:
-            raise MatchoptError(
-                f"{self.required_files(self.data_dir)[0]}: expected x of shape (n, {N_PARAMS}), "
-                f"got {x.shape}"
-            )
-        keep = offline_mask(y, self.max_percentile)
-        return x[keep].astype(np.float32), y[keep], y
+    def _build_oracle(self, x: np.ndarray, y: np.ndarray) -> PolicyEvaluator:
+        return self._evaluator()
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ import importlib
 import multiprocessing
 import os
 import pickle
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,8 +113,8 @@ import numpy as np
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
-from matchopt.tasks.base import Task
-from matchopt.tasks.design_bench import load_shards, offline_mask, shard_paths
+from matchopt.tasks.design_bench import DesignBenchTask
+from matchopt.tasks.shards import shard_paths
 
 INSTALL_HINT = "pip install 'matchopt[mujoco]'"
 N_LEGS = 4
@@ -854,7 +854,7 @@ def score_designs(
 # ----------------------------------------------------------------------------------------------
 
 
-class _MorphologyTask(Task):
+class _MorphologyTask(DesignBenchTask):
     """Shared loading and oracle of the morphology tasks.
 
     Args:
@@ -893,18 +893,14 @@ class _MorphologyTask(Task):
     def _env_kwargs(self) -> dict[str, Any]:
         return {}
 
-    def _load(self):
-        paths = self.required_files(self.data_dir)
-        x, y = load_shards(paths[:-1])
-        dim = self.space.shape[0]
-        if x.ndim != 2 or x.shape[1] != dim:
-            raise MatchoptError(f"{paths[0]}: expected x of shape (n, {dim}), got {x.shape}")
+    def _build_oracle(self, x: np.ndarray, y: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
         env = ROBOTS[self.robot]
-        self._policy = load_policy(paths[-1], env.obs_dim, env.action_dim)
-        keep = offline_mask(y, self.max_percentile)
-        return x[keep].astype(np.float32), y[keep], y
+        self._policy = load_policy(
+            self.required_files(self.data_dir)[-1], env.obs_dim, env.action_dim
+        )
+        return self._rollouts
 
-    def _score(self, designs: np.ndarray) -> np.ndarray:
+    def _rollouts(self, designs: np.ndarray) -> np.ndarray:
         return score_designs(
             self.robot,
             designs,

@@ -12,7 +12,7 @@ import numpy as np
 
 from matchopt.data import DesignSpace
 from matchopt.tasks.base import Task
-from matchopt.tasks.design_bench import offline_mask
+from matchopt.tasks.shards import offline_mask
 
 
 class StyblinskiTang(Task):

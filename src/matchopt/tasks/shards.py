@@ -1,0 +1,87 @@
+"""design-bench's data files and offline-set recipe, shared by every task that reads them.
+
+Layout: ``<data>/<folder>/<prefix>-{x,y}-<k>.npy`` (``k`` = shard). The offline set keeps the
+rows with ``y <= percentile(y_full, max_percentile)``, then optionally a uniform subsample.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from matchopt.errors import MatchoptError
+
+
+def shard_paths(data_dir: Path | None, folder: str, prefix: str, n_shards: int) -> list[Path]:
+    """x and y shard paths, in shard order: [x-0, y-0, x-1, y-1, ...]."""
+    base = Path(data_dir or ".") / folder
+    return [base / f"{prefix}-{axis}-{k}.npy" for k in range(n_shards) for axis in ("x", "y")]
+
+
+def _open_shard(path: Path) -> np.ndarray:
+    """A read-only memory map of one ``.npy`` file (nothing is read but its header)."""
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as err:
+        raise MatchoptError(f"cannot read design-bench file {path}: {err}") from None
+
+
+def load_shards(
+    paths: list[Path], row_shape: tuple[int, ...] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate x and y shards (paths as from :func:`shard_paths`) into (x, y of shape (N,)).
+
+    Row counts come from the ``.npy`` headers first; each shard is then copied into one
+    preallocated array, so the peak memory is the final arrays plus one shard's pages.
+
+    Args:
+        paths: ``[x-0, y-0, x-1, y-1, ...]``.
+        row_shape: expected shape of one x row (e.g. ``(10,)``); checked per file when given.
+
+    Returns:
+        x (N x row shape) in the shards' common dtype and y (N,) (float).
+    """
+    x_paths, y_paths = paths[0::2], paths[1::2]
+    counts, x_dtypes, y_dtypes = [], [], []
+    for px, py in zip(x_paths, y_paths):
+        x, y = _open_shard(px), _open_shard(py)
+        if x.ndim == 0 or y.ndim == 0 or len(x) != len(y):
+            raise MatchoptError(f"{px} has shape {x.shape} but {py} has shape {y.shape}")
+        if row_shape is None:
+            row_shape = x.shape[1:]
+        if x.shape[1:] != tuple(row_shape):
+            raise MatchoptError(f"{px}: expected rows of shape {tuple(row_shape)}, got {x.shape}")
+        if y.shape[1:] not in ((), (1,)):
+            raise MatchoptError(f"{py}: expected y of shape (n, 1), got {y.shape}")
+        counts.append(len(x))
+        x_dtypes.append(x.dtype)
+        y_dtypes.append(y.dtype)
+        del x, y  # closes the maps
+    total = sum(counts)
+    x_all = np.empty((total, *(row_shape or ())), dtype=np.result_type(*x_dtypes))
+    y_all = np.empty(total, dtype=np.result_type(*y_dtypes))
+    start = 0
+    for px, py, n in zip(x_paths, y_paths, counts):
+        x_all[start : start + n] = _open_shard(px)
+        y_all[start : start + n] = _open_shard(py).reshape(-1)
+        start += n
+    return x_all, y_all
+
+
+def offline_mask(y_full: np.ndarray, max_percentile: float) -> np.ndarray:
+    """Rows kept in the offline set: ``y <= percentile(y_full, max_percentile)`` (design-bench)."""
+    return y_full <= np.percentile(y_full, max_percentile)
+
+
+def offline_rows(
+    y_full: np.ndarray, max_percentile: float, max_samples: int | None = None, seed: int = 0
+) -> np.ndarray:
+    """Indices (sorted) of the offline set: :func:`offline_mask`, then, if more than
+    ``max_samples`` rows pass, ``max_samples`` of them drawn uniformly without replacement
+    (``np.random.default_rng(seed)``)."""
+    rows = np.flatnonzero(offline_mask(y_full, max_percentile))
+    if max_samples is not None and len(rows) > max_samples:
+        rng = np.random.default_rng(seed)
+        rows = np.sort(rng.choice(rows, size=max_samples, replace=False))
+    return rows
