@@ -129,7 +129,7 @@ def make_task(name: str, root: Path) -> Task:
         config = HopperLocalConfig(
             runs=2, population=4, generations=2, max_episode_steps=HOPPER_STEPS
         )
-        return HopperLocal(root, generation=config, workers=1)
+        return HopperLocal(root, generation=config, workers=1, generation_workers=1)
     if name in ("ant", "dkitty"):
         from matchopt.tasks import morphology as M
 

@@ -150,7 +150,7 @@ def test_hopper_local_generates_caches_and_runs_end_to_end(tmp_path, monkeypatch
     # 160 rows: a method proposes 128 designs from the best offline rows.
     config = HopperLocalConfig(runs=2, population=8, generations=10, max_episode_steps=STEPS)
     assert HopperLocal.data_status(tmp_path, config) == "generate"
-    task = HopperLocal(tmp_path, generation=config, workers=1)
+    task = HopperLocal(tmp_path, generation=config, workers=1, generation_workers=1)
     folder = tmp_path / "hopper_local"
     info = json.loads((folder / "generation.json").read_text())
     assert info["settings"]["population"] == 8 and info["environment"] == "Hopper-v5"
@@ -165,7 +165,7 @@ def test_hopper_local_generates_caches_and_runs_end_to_end(tmp_path, monkeypatch
     monkeypatch.setattr(
         hopper_module, "generate_hopper_local", lambda *a, **k: pytest.fail("regenerated")
     )
-    again = HopperLocal(tmp_path, generation=config, workers=1)
+    again = HopperLocal(tmp_path, generation=config, workers=1, generation_workers=1)
     np.testing.assert_array_equal(again.offline.x, task.offline.x)
     # Other settings are not served from this cache.
     assert HopperLocal.data_status(tmp_path, HopperLocalConfig(runs=2, population=8)) == "generate"
@@ -178,7 +178,7 @@ def test_hopper_local_generates_caches_and_runs_end_to_end(tmp_path, monkeypatch
     # New settings replace the cache (and its generation.json) in the same folder.
     monkeypatch.undo()
     shorter = HopperLocalConfig(runs=2, population=8, generations=10, max_episode_steps=10)
-    HopperLocal(tmp_path, generation=shorter, workers=1)
+    HopperLocal(tmp_path, generation=shorter, workers=1, generation_workers=1)
     assert HopperLocal.data_status(tmp_path, shorter) == "present"
     assert HopperLocal.data_status(tmp_path, config) == "generate"
     stored = json.loads((folder / "generation.json").read_text())

@@ -61,7 +61,6 @@ import dataclasses
 import importlib.util
 import io
 import json
-import multiprocessing
 import os
 import time
 from collections.abc import Iterator
@@ -77,6 +76,7 @@ from matchopt.errors import MatchoptError
 from matchopt.io import atomic_write_bytes
 from matchopt.tasks.base import Task, resolve_data_dir
 from matchopt.tasks.design_bench import DesignBenchTask
+from matchopt.tasks.rollouts import DEFAULT_WORKERS, open_pool, pooled_map, resolve_workers
 from matchopt.tasks.shards import load_shards, shard_paths
 
 ENV_ID = "Hopper-v5"
@@ -163,13 +163,8 @@ def _rollout_job(args: tuple[np.ndarray, int, int, int]) -> float:
     return rollout_return(*args)
 
 
-def default_workers(n_designs: int) -> int:
-    """``min(cores, n_designs)``, at least 1."""
-    return max(1, min(os.cpu_count() or 1, n_designs))
-
-
 class PolicyEvaluator:
-    """Scores batches of policies, in a process pool when ``workers > 1``.
+    """Scores batches of policies (:func:`~matchopt.tasks.rollouts.pooled_map`).
 
     Use as a context manager to keep one pool for several batches (the pool's workers import
     gymnasium once); :meth:`__call__` outside a ``with`` block opens a pool for that batch.
@@ -178,7 +173,8 @@ class PolicyEvaluator:
         episodes: episodes per policy (the return is their mean).
         seed: reset seed of the first episode (episode i uses ``seed + i``).
         max_episode_steps: step limit of an episode.
-        workers: processes; ``None`` means ``min(cores, designs in the batch)``; 1 runs here.
+        workers: processes (:data:`~matchopt.tasks.rollouts.DEFAULT_WORKERS`: 1, here);
+            ``None`` means one per core.
     """
 
     def __init__(
@@ -186,7 +182,7 @@ class PolicyEvaluator:
         episodes: int = 1,
         seed: int = 0,
         max_episode_steps: int = 1000,
-        workers: int | None = None,
+        workers: int | None = DEFAULT_WORKERS,
     ):
         self.episodes = episodes
         self.seed = seed
@@ -200,18 +196,14 @@ class PolicyEvaluator:
                 f"Hopper episodes and max_episode_steps must be >= 1, got {self.episodes} and "
                 f"{self.max_episode_steps}"
             )
-        if self.workers is not None and self.workers < 1:
-            raise MatchoptError(f"Hopper workers must be >= 1, got {self.workers}")
+        resolve_workers(self.workers, 1)
         require_gymnasium()
-
-    def _open(self, workers: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
 
     def __enter__(self) -> PolicyEvaluator:
         self._check()
-        workers = self.workers if self.workers is not None else default_workers(os.cpu_count() or 1)
+        workers = resolve_workers(self.workers, os.cpu_count() or 1)
         if workers > 1:
-            self._pool = self._open(workers)
+            self._pool = open_pool(workers)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -230,34 +222,10 @@ class PolicyEvaluator:
                 f"Hopper designs must have shape (n, {N_PARAMS}), got {designs.shape}"
             )
         jobs = [(row, self.episodes, self.seed, self.max_episode_steps) for row in designs]
-        bar = tqdm(total=len(jobs), desc=desc, disable=not progress, leave=False)
-        with bar, self._pool_for(len(jobs)) as pool:
-            if pool is None:
-                results = []
-                for job in jobs:
-                    results.append(_rollout_job(job))
-                    bar.update()
-            else:
-                futures = [pool.submit(_rollout_job, job) for job in jobs]
-                for future in futures:
-                    future.add_done_callback(lambda _: bar.update())
-                results = [future.result() for future in futures]
+        results = pooled_map(
+            _rollout_job, jobs, self.workers, pool=self._pool, progress=progress, desc=desc
+        )
         return np.asarray(results, dtype=np.float64)
-
-    @contextlib.contextmanager
-    def _pool_for(self, n_jobs: int) -> Iterator[ProcessPoolExecutor | None]:
-        if self._pool is not None:
-            yield self._pool
-            return
-        workers = self.workers if self.workers is not None else default_workers(n_jobs)
-        if workers <= 1 or n_jobs <= 1:
-            yield None
-            return
-        pool = self._open(min(workers, n_jobs))
-        try:
-            yield pool
-        finally:
-            pool.shutdown(cancel_futures=True)
 
 
 class _HopperTask(Task):
@@ -285,7 +253,7 @@ class HopperController(_HopperTask, DesignBenchTask):
         episodes: episodes per design (design-bench's v0: 1; its v1: 10).
         seed: reset seed of the first episode (episode i uses ``seed + i``).
         max_episode_steps: step limit of an episode (1000 as in design-bench; less for tests).
-        workers: processes for the rollouts; ``None`` means ``min(cores, designs)``.
+        workers: processes for the oracle's rollouts (default 1, here); ``None``: one per core.
     """
 
     name = "hopper"
@@ -299,7 +267,7 @@ class HopperController(_HopperTask, DesignBenchTask):
         episodes: int = 1,
         seed: int = 0,
         max_episode_steps: int = 1000,
-        workers: int | None = None,
+        workers: int | None = DEFAULT_WORKERS,
     ):
         self.episodes = episodes
         self.seed = seed
@@ -451,7 +419,8 @@ class HopperLocal(_HopperTask):
     Args:
         data_dir: folder where ``hopper_local/`` is cached (generated on first load).
         generation: the generation settings (the default makes 3,200 policies).
-        workers: processes for generation and oracle rollouts; ``None`` means ``min(cores, n)``.
+        workers: processes for the oracle's rollouts (default 1, here); ``None``: one per core.
+        generation_workers: processes that generate the dataset (once; default one per core).
     """
 
     name = "hopper-local"
@@ -466,13 +435,15 @@ class HopperLocal(_HopperTask):
         self,
         data_dir: str | os.PathLike | None = None,
         generation: HopperLocalConfig | None = None,
-        workers: int | None = None,
+        workers: int | None = DEFAULT_WORKERS,
+        generation_workers: int | None = None,
     ):
         self.generation = generation if generation is not None else HopperLocalConfig()
         self.episodes = 1
         self.seed = self.generation.episode_seed
         self.max_episode_steps = self.generation.max_episode_steps
         self.workers = workers
+        self.generation_workers = generation_workers
         require_gymnasium()
         self.generation.validate()
         super().__init__(data_dir)
@@ -542,7 +513,7 @@ class HopperLocal(_HopperTask):
         # generation.json marks a complete cache: drop a stale one before replacing the data.
         paths[2].unlink(missing_ok=True)
         start = time.perf_counter()
-        x, y = generate_hopper_local(self.generation, workers=self.workers)
+        x, y = generate_hopper_local(self.generation, workers=self.generation_workers)
         atomic_write_bytes(paths[0], _npy_bytes(x))
         atomic_write_bytes(paths[1], _npy_bytes(y.astype(np.float32).reshape(-1, 1)))
         info = {
@@ -551,8 +522,9 @@ class HopperLocal(_HopperTask):
             "gymnasium": gymnasium.__version__,
             "mujoco": mujoco.__version__,
             "seconds": round(time.perf_counter() - start, 1),
-            "workers": self.workers
-            or default_workers(self.generation.runs * self.generation.population),
+            "workers": resolve_workers(
+                self.generation_workers, self.generation.runs * self.generation.population
+            ),
             "y_min": float(y.min()),
             "y_median": float(np.median(y)),
             "y_max": float(y.max()),

@@ -100,11 +100,9 @@ lists; any other object in the file is refused (a pickle can otherwise run arbit
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import pickle
 from collections.abc import Callable, Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -114,18 +112,16 @@ import numpy as np
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
 from matchopt.tasks.design_bench import DesignBenchTask
+from matchopt.tasks.rollouts import DEFAULT_WORKERS, pooled_map, resolve_workers
 from matchopt.tasks.shards import shard_paths
 
 INSTALL_HINT = "pip install 'matchopt[mujoco]'"
 N_LEGS = 4
 #: Steps of one rollout (design-bench's ``rollout_horizon``).
 ROLLOUT_STEPS = 100
-#: Default worker processes of the oracle: 1 (serial). Measured on one loaded core: an Ant rollout
-#: takes about 0.1 s (128 random designs: 14 s), a full 100-step D'Kitty rollout about 0.6 s
-#: (128 random designs, most of which fall early: 34 s). Each spawned worker first imports
-#: matchopt (torch: about 3 s), and a bench grid may already run cells in parallel, so a pool is
-#: opt-in: pass ``workers=k`` (or ``None`` for one per core) where cores are free.
-DEFAULT_WORKERS = 1
+# The oracle scores serially unless told otherwise (matchopt.tasks.rollouts.DEFAULT_WORKERS).
+# Measured on one loaded core: an Ant rollout takes about 0.1 s (128 random designs: 14 s), a full
+# 100-step D'Kitty rollout about 0.6 s (128 random designs, most of which fall early: 34 s).
 
 ANT_LEG_FIELDS = (
     "x", "y", "z", "a", "b", "c", "hip_center", "hip_range", "thigh_center", "thigh_range",
@@ -828,25 +824,17 @@ def score_designs(
         raise MatchoptError(f"unknown robot {robot!r}; known: {', '.join(ROBOTS)}")
     if int(steps) != steps or steps < 1:
         raise MatchoptError(f"rollout steps must be an integer >= 1, got {steps}")
-    if workers is None:
-        workers = os.cpu_count() or 1
-    if int(workers) != workers or workers < 1:
-        raise MatchoptError(f"workers must be an integer >= 1 or None, got {workers}")
-    designs = np.asarray(designs)
-    env_kwargs = dict(env_kwargs or {})
+    resolve_workers(workers, 1)
     require_mujoco()
-    if workers == 1 or len(designs) <= 1:
-        _init_worker(robot, policy, int(steps), env_kwargs)
-        return np.array([_worker_return(row) for row in designs], dtype=np.float64)
-    n_workers = min(int(workers), len(designs))
-    with ProcessPoolExecutor(
-        n_workers,
-        mp_context=multiprocessing.get_context("spawn"),
+    returns = pooled_map(
+        _worker_return,
+        np.asarray(designs),
+        workers,
         initializer=_init_worker,
-        initargs=(robot, policy, int(steps), env_kwargs),
-    ) as pool:
-        chunk = max(1, len(designs) // (4 * n_workers))
-        return np.array(list(pool.map(_worker_return, designs, chunksize=chunk)), np.float64)
+        initargs=(robot, policy, int(steps), dict(env_kwargs or {})),
+        desc=robot,
+    )
+    return np.array(returns, dtype=np.float64)
 
 
 # ----------------------------------------------------------------------------------------------
