@@ -27,7 +27,7 @@ from matchopt._version import __version__
 from matchopt.bench import Grid, run_grid
 from matchopt.bench.cells import Cell, run_cell
 from matchopt.bench.grid import BACKENDS
-from matchopt.errors import MatchoptError
+from matchopt.errors import ConfigError, MatchoptError
 from matchopt.methods import METHODS, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
 from matchopt.records import summary_table, write_record
@@ -496,10 +496,26 @@ COMMANDS = {
 }
 
 
+#: Settings that are command-line options of their own (the rest are ``--set`` config fields).
+OPTION_SETTINGS = {"workers": "--workers"}
+
+
+def _as_option(err: ConfigError) -> str:
+    """The error in the words of the command line: the option the user typed."""
+    flag = OPTION_SETTINGS.get(err.key)
+    if flag is not None:
+        return f"{flag} {err.value}: {err.problem}"
+    shown = f"{err.key}={err.value}" if err.value is not None else err.key
+    return f"--set {shown}: {err.problem}"
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
+    except ConfigError as err:
+        print(f"matchopt: error: {_as_option(err)}", file=sys.stderr)
+        return 2
     except MatchoptError as err:
         print(f"matchopt: error: {err}", file=sys.stderr)
         return 2

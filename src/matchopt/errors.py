@@ -8,3 +8,21 @@ a traceback.
 
 class MatchoptError(Exception):
     """An error caused by input (data, names, options), with a message meant for the user."""
+
+
+class ConfigError(MatchoptError):
+    """A bad config field or setting: names the field (library wording, no command-line flag).
+
+    The CLI shows it as the option the user typed (``--set key=value``, or ``--key`` for
+    settings that are options of their own).
+
+    Attributes:
+        key: the config field or setting.
+        value: the value given (None when the key itself is the problem).
+        problem: what is wrong, in words.
+    """
+
+    def __init__(self, key: str, value: object, problem: str):
+        self.key, self.value, self.problem = key, value, problem
+        shown = f"{key}={value}" if value is not None else repr(key)
+        super().__init__(f"config field {shown}: {problem}")

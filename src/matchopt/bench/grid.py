@@ -21,7 +21,7 @@ from tqdm import tqdm
 from matchopt._version import __version__
 from matchopt.bench.backends import run_local, run_ray
 from matchopt.bench.cells import Cell, CellOutcome
-from matchopt.errors import MatchoptError
+from matchopt.errors import ConfigError, MatchoptError
 from matchopt.io import atomic_write_bytes
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
@@ -57,21 +57,21 @@ class Grid:
             scope, dot, name = key.rpartition(".")
             if dot:
                 if scope not in per_method:
-                    raise MatchoptError(f"--set {key}: method {scope!r} is not in the grid")
+                    raise ConfigError(key, value, f"method {scope!r} is not in the grid")
                 per_method[scope][name] = value
                 continue
             owners = [m for m in self.methods if _has_field(m, key)]
             if not owners:
-                raise MatchoptError(
-                    f"--set {key}: no method of the grid has a config field {key!r}"
-                )
+                raise ConfigError(key, value, "no method of the grid has this config field")
             others = [m for m in self.methods if m not in owners]
             if others:
                 # Applying it to some methods only would leave the others at their preset
                 # budget without a word: the grid would compare unlike things.
-                raise MatchoptError(
-                    f"--set {key}: {', '.join(others)} have no config field {key!r}; "
-                    f"scope it to the methods that have it, e.g. --set {owners[0]}.{key}={value}"
+                raise ConfigError(
+                    key,
+                    value,
+                    f"{', '.join(others)} have no config field {key!r}; scope it to the methods "
+                    f"that have it, e.g. {owners[0]}.{key}={value}",
                 )
             for m in owners:
                 per_method[m].setdefault(key, value)
@@ -199,7 +199,7 @@ def run_grid(
         raise MatchoptError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
-        raise MatchoptError(f"--workers {workers}: needs at least 1")
+        raise ConfigError("workers", workers, "needs at least 1")
     grid.validate(data_dir)
     out = Path(out)
     folder = resolve_data_dir(data_dir)

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, get_type_hints
 import numpy as np
 
 from matchopt.data import OfflineData
-from matchopt.errors import MatchoptError
+from matchopt.errors import ConfigError, MatchoptError
 
 #: Every method has ``paper`` and ``quick``; MATCH-OPT also ``validated`` (checkpoint chosen on
 #: held-out offline rows) and its small twin ``validated-quick``. Others refuse those by name.
@@ -150,7 +150,7 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
         if hint is float or hint_text.startswith("float"):
             return float(text)
     except ValueError:
-        raise MatchoptError(f"--set {key}={value}: cannot read {value!r} as {hint_text}") from None
+        raise ConfigError(key, value, f"cannot read {value!r} as {hint_text}") from None
     return text
 
 
@@ -171,17 +171,14 @@ def build_config(entry: MethodEntry, preset: str = "paper", overrides: Mapping[s
     values.update(entry.fixed)
     for key, raw in dict(overrides).items():
         if key not in fields:
-            raise MatchoptError(
-                f"unknown --set key {key!r} for {cls.__name__}; "
-                f"valid keys: {', '.join(sorted(fields))}"
+            raise ConfigError(
+                key, None, f"unknown for {cls.__name__}; valid keys: {', '.join(sorted(fields))}"
             )
         if key in entry.fixed:
-            raise MatchoptError(f"--set {key}: this method fixes {key}={entry.fixed[key]!r}")
+            raise ConfigError(key, None, f"this method fixes {key}={entry.fixed[key]!r}")
         value = _convert(raw, hints[key], key)
         if key in choices and value not in choices[key]:
-            raise MatchoptError(
-                f"--set {key}={raw}: choose one of {', '.join(map(str, choices[key]))}"
-            )
+            raise ConfigError(key, raw, f"choose one of {', '.join(map(str, choices[key]))}")
         values[key] = value
     return cls.config_class(**values)
 

@@ -484,14 +484,14 @@ class MatchOpt(Method):
         if fraction <= 0:
             return max(MIN_ROWS, length), (
                 f"one row per rank bucket, trajectory_length={length}; "
-                "--set trajectory_length=K lowers it"
+                "a smaller trajectory_length lowers it"
             )
         need = max(MIN_ROWS, length)
         while need - round(fraction * need) < length or round(fraction * need) < 2:
             need += 1
         return need, (
             f"{length} training rows (trajectory_length) after holding out "
-            f"validation_fraction={fraction:g}; --set trajectory_length=K lowers it"
+            f"validation_fraction={fraction:g}; a smaller trajectory_length lowers it"
         )
 
     def fit_report(self) -> dict:
