@@ -142,7 +142,7 @@ def _environment(max_episode_steps: int):
     return _ENVS[max_episode_steps]
 
 
-def rollout_return(
+def hopper_return(
     x: np.ndarray, episodes: int = 1, seed: int = 0, max_episode_steps: int = 1000
 ) -> float:
     """Mean return of the policy ``x`` (5126,) over ``episodes`` episodes (reset seeds seed+i)."""
@@ -160,7 +160,7 @@ def rollout_return(
 
 
 def _rollout_job(args: tuple[np.ndarray, int, int, int]) -> float:
-    return rollout_return(*args)
+    return hopper_return(*args)
 
 
 class PolicyEvaluator:

@@ -146,7 +146,7 @@ def load_policy(path: str | os.PathLike, obs_dim: int, action_dim: int) -> Morph
     return policy_from_mapping(read_policy_file(path), obs_dim, action_dim, source=str(path))
 
 
-def rollout_return(
+def morphology_return(
     env: MorphologyEnv, policy: MorphologyPolicy, steps: int = ROLLOUT_STEPS
 ) -> float:
     """Sum of rewards of one episode of at most ``steps`` steps (summed in float32, as
@@ -177,7 +177,7 @@ def _init_worker(
 
 def _worker_return(design: np.ndarray) -> float:
     env = ROBOTS[_WORKER["robot"]](design, **_WORKER["env_kwargs"])
-    return rollout_return(env, _WORKER["policy"], _WORKER["steps"])
+    return morphology_return(env, _WORKER["policy"], _WORKER["steps"])
 
 
 def score_designs(
