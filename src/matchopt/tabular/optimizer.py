@@ -55,7 +55,7 @@ from matchopt.errors import MatchoptError
 from matchopt.io import atomic_write_bytes
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
-from matchopt.models import GaussianEnsemble
+from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.tabular.schema import (
     CSV_SUFFIXES,
     PARQUET_SUFFIXES,
@@ -72,9 +72,9 @@ MODEL_KIND = "matchopt-table-optimizer"
 MAX_ROUNDS = 3
 
 #: Ranking surrogate for methods without ``predict``, per preset (as CMA-ES / BO-qEI's ensemble).
-RANKER_PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"n_models": 5, "hidden": (256,), "epochs": 100, "batch_size": 100, "lr": 1e-3},
-    "quick": {"n_models": 2, "hidden": (32,), "epochs": 3, "batch_size": 100, "lr": 1e-3},
+RANKER_PRESETS: dict[str, EnsembleConfig] = {
+    "paper": EnsembleConfig(),
+    "quick": EnsembleConfig(n_models=2, hidden=(32,), epochs=3),
 }
 
 
@@ -288,17 +288,16 @@ class TableOptimizer:
     def _fit_ranker(self, data: OfflineData) -> None:
         params = RANKER_PRESETS["quick" if self.preset_.endswith("quick") else "paper"]
         self.ranker_encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        self.ranker_ = GaussianEnsemble.trained(
+        self.ranker_ = GaussianEnsemble.from_config(
             torch.from_numpy(self.ranker_encoder_.encode_x(data.x)),
             torch.from_numpy(self.ranker_encoder_.encode_y(data.y)),
-            activation="leaky_relu",
-            seed=self.seed,
-            progress=self.progress,
-            **params,
+            params,
+            self.seed,
+            self.progress,
         )
         self.ranking_ = (
-            f"an ensemble of {params['n_models']} Gaussian MLPs (hidden {params['hidden']}, "
-            f"{params['epochs']} epochs) fitted for ranking ({self.method} has no surrogate)"
+            f"an ensemble of {params.n_models} Gaussian MLPs (hidden {params.hidden}, "
+            f"{params.epochs} epochs) fitted for ranking ({self.method} has no surrogate)"
         )
 
     def _check_fitted(self) -> None:
