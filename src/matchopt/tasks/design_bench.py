@@ -8,8 +8,6 @@ subsample of ``max_samples`` of them, and score designs with an oracle over the 
 from __future__ import annotations
 
 import hashlib
-import pickle
-import warnings
 from abc import abstractmethod
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +17,6 @@ import numpy as np
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
-from matchopt.io import atomic_write_bytes
 from matchopt.tasks.base import Task
 from matchopt.tasks.shards import load_shards, offline_rows, shard_paths
 
@@ -249,9 +246,9 @@ class Superconductor(DesignBenchTask):
     recorded ``oracle_seed``, so its values differ a little from design-bench's. With fewer than
     2,000 rows (test fixtures) all rows are drawn.
 
-    The fitted oracle is cached in the shard folder (:meth:`oracle_cache_path`) and refitted
-    when the cached key (recipe version, seed, scikit-learn version, drawn data) differs; where
-    the folder is read-only, the forest is refitted on every load (a warning says so).
+    The forest is refitted on every load (about a second: 100 trees on 1,000 rows): the same
+    recorded seed gives the same forest, and nothing is ever read back from a cache file, which
+    a crafted pickle in a data folder could turn into code execution.
 
     Attributes:
         oracle_val_r2: R^2 of the forest on its held-out rows.
@@ -266,64 +263,15 @@ class Superconductor(DesignBenchTask):
     folder, prefix, n_shards, max_percentile = "superconductor", "superconductor", 5, 80.0
     #: Seed of the oracle's row draw and of its forest.
     oracle_seed: ClassVar[int] = 0
-    #: Bumped when the oracle's recipe changes, so that older caches are refitted.
-    oracle_version: ClassVar[int] = 1
-
-    def oracle_cache_path(self) -> Path:
-        """Where the fitted oracle is cached: ``<folder>/matchopt-oracle-<seed>-v<version>.pkl``."""
-        name = f"matchopt-oracle-{self.oracle_seed}-v{self.oracle_version}.pkl"
-        return Path(self.data_dir or ".") / self.folder / name
 
     def _build_oracle(self, x, y):
         try:
-            import sklearn
+            import sklearn  # noqa: F401
         except ImportError:
             raise MatchoptError(
                 "task 'superconductor' needs scikit-learn for its oracle: pip install scikit-learn"
             ) from None
-        oracle = RandomForestOracle(seed=self.oracle_seed)
-        key = {
-            "version": self.oracle_version,
-            "seed": self.oracle_seed,
-            "sklearn": sklearn.__version__,
-            "n_full": len(y),
-            "data_sha256": oracle.data_digest(x, y),
-        }
-        path = self.oracle_cache_path()
-        cached = _read_cached(path, key)
-        if cached is None:
-            oracle.fit(x, y)
-            _write_cached(path, key, oracle)
-        else:
-            oracle = cached
+        oracle = RandomForestOracle(seed=self.oracle_seed).fit(x, y)
         self.oracle_val_r2 = oracle.val_r2_
         self.oracle_val_spearman = oracle.val_spearman_
         return oracle
-
-
-def _read_cached(path: Path, key: dict):
-    """The object cached at ``path`` under ``key``, else ``None`` (absent, stale or unreadable).
-
-    The file holds two pickles: the key, then the object, so a stale object (perhaps from
-    another scikit-learn version) is never unpickled. Only files matchopt wrote into the user's
-    own data folder are read.
-    """
-    try:
-        with open(path, "rb") as handle:
-            if pickle.load(handle) != key:
-                return None
-            return pickle.load(handle)
-    except Exception:  # absent, truncated or foreign: a cache miss, the object is rebuilt
-        return None
-
-
-def _write_cached(path: Path, key: dict, obj: object) -> None:
-    """Cache ``obj`` under ``key`` (atomically); warn, not fail, where the folder is read-only."""
-    data = pickle.dumps(key, protocol=pickle.HIGHEST_PROTOCOL)
-    data += pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    try:
-        atomic_write_bytes(path, data)
-    except OSError as err:
-        warnings.warn(
-            f"cannot cache the oracle at {path} ({err}); it is refitted on every load", stacklevel=3
-        )
