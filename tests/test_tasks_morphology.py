@@ -267,3 +267,19 @@ def test_missing_mujoco_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "mujoco", None)  # makes `import mujoco` fail
     with pytest.raises(MatchoptError, match=r"pip install 'matchopt\[mujoco\]'"):
         M.require_mujoco()
+
+
+@pytest.mark.parametrize(
+    "module, name",
+    [("numpy.dtypes", "__builtins__"), ("builtins", "print"), ("os", "system"), ("numpy", "load")],
+)
+def test_policy_loader_allows_only_its_exact_names(tmp_path, module, name):
+    """A crafted policy file naming anything outside the allow-list is refused before it runs."""
+    marker = tmp_path / "pwned"
+    # GLOBAL opcode by hand: protocol 0 text, then a call that would write the marker.
+    payload = f"c{module}\n{name}\n(V{marker}\ntR.".encode()
+    path = tmp_path / "ant_oracle.pkl"
+    path.write_bytes(payload)
+    with pytest.raises(MatchoptError, match=f"holds a {module}.{name} object"):
+        M.load_policy(path, 179, 12)
+    assert not marker.exists()

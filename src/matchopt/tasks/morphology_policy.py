@@ -57,8 +57,10 @@ class MorphologyPolicy:
         return np.tanh(out[: out.size // 2])
 
 
-# Objects a policy pickle may rebuild: numpy arrays, dtypes and scalars (numpy 1 and 2 module
-# paths) and ordered dicts. Plain dicts, lists, tuples and numbers need no lookup.
+# The exact names a policy pickle may look up: numpy arrays, dtypes and scalars (numpy 1 and 2
+# module paths) and ordered dicts. Plain dicts, lists, tuples and numbers need no lookup.
+# Nothing else, not even another name of an allowed module (a whole-module rule let a crafted
+# file reach numpy.dtypes.__builtins__).
 _SAFE_GLOBALS = {
     ("numpy.core.multiarray", "_reconstruct"),
     ("numpy._core.multiarray", "_reconstruct"),
@@ -74,7 +76,7 @@ _SAFE_GLOBALS = {
 
 class _ArrayUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) not in _SAFE_GLOBALS and not module.startswith("numpy.dtypes"):
+        if (module, name) not in _SAFE_GLOBALS:
             raise pickle.UnpicklingError(
                 f"the file holds a {module}.{name} object; only numpy arrays in a dict are read"
             )
