@@ -52,7 +52,22 @@ def parse_seeds(text: str) -> list[int]:
         raise MatchoptError(f"--seeds {text!r}: expected integers separated by commas") from None
     if not seeds:
         raise MatchoptError("--seeds needs at least one seed")
+    if any(s < 0 for s in seeds):
+        raise MatchoptError(f"--seeds {text}: seeds must be integers >= 0")
+    if len(set(seeds)) != len(seeds):
+        raise MatchoptError(f"--seeds {text}: a seed is repeated (each seed is one run)")
     return seeds
+
+
+def seed_number(text: str) -> int:
+    """argparse type of ``--seed``: an integer >= 0."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"{seed}: seeds are integers >= 0")
+    return seed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_grad.add_argument("--n-train", type=int, default=1000, help="training inputs from N(0, I)")
     p_grad.add_argument("--alphas", default="0.1,0.2,0.5,1.0", help="test inputs from N(0, a I)")
     p_grad.add_argument("--n-test", type=int, default=1000, help="test inputs per alpha")
-    p_grad.add_argument("--seed", type=int, default=0)
+    p_grad.add_argument("--seed", type=seed_number, default=0)
     p_grad.add_argument("--epochs", type=int, default=200, help="training epochs of both models")
     p_grad.add_argument("--batch-size", type=int, default=128, help="trajectory length / batch")
 
@@ -373,7 +388,7 @@ def add_table_parsers(sub) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field"
     )
     p_opt.add_argument("--n", type=int, default=128, help="proposals to write (default 128)")
-    p_opt.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p_opt.add_argument("--seed", type=seed_number, default=0, help="seed (default 0)")
     p_opt.add_argument(
         "--oversample",
         type=int,

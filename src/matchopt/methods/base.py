@@ -14,6 +14,7 @@ dataclass defaults) and ``quick`` (a tiny configuration for smoke tests).
 from __future__ import annotations
 
 import dataclasses
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar, get_type_hints
@@ -50,14 +51,19 @@ class Method(ABC):
     ranked_proposals: ClassVar[bool] = False
 
     def __init__(self, config: Any = None, seed: int = 0, progress: bool = False):
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise MatchoptError(f"seed must be an integer >= 0, got {seed!r}")
         self.config = config
         self.seed = seed
         self.progress = progress
 
     @property
     def config_(self) -> Any:
-        """The config in use (the paper defaults when none was given)."""
-        return self.config if self.config is not None else self.config_class()
+        """The config in use (the paper defaults when none was given), checked by
+        :func:`check_config`."""
+        config = self.config if self.config is not None else self.config_class()
+        check_config(config)
+        return config
 
     @abstractmethod
     def fit(self, data: OfflineData) -> Method:
@@ -154,6 +160,41 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
     return text
 
 
+#: Smallest value of count fields other than 1: no search steps, no warm-up, a linear NTK
+#: (depth 0) are allowed; a trajectory needs two points to hold a pair.
+MINIMUM = {"search_steps": 0, "warmup_epochs": 0, "depth": 0, "trajectory_length": 2}
+
+
+def check_config(config: Any) -> None:
+    """Refuse values no method can run with, naming the field and its allowed range.
+
+    Integer fields are counts (>= 1, or :data:`MINIMUM`); floats are finite; learning
+    rates (``lr`` and ``*_lr``) are > 0; widths (tuples of ints) are >= 1;
+    ``validation_fraction`` is in [0, 0.5].
+
+    Raises:
+        ConfigError: the first field out of range.
+    """
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if value is None or isinstance(value, (bool, str)):
+            continue
+        if isinstance(value, int):
+            low = MINIMUM.get(f.name, 1)
+            if value < low:
+                raise ConfigError(f.name, value, f"must be an integer >= {low}")
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise ConfigError(f.name, value, "must be a finite number")
+            if (f.name == "lr" or f.name.endswith("_lr")) and value <= 0:
+                raise ConfigError(f.name, value, "a learning rate must be > 0")
+            if f.name == "validation_fraction" and not 0 <= value <= 0.5:
+                raise ConfigError(f.name, value, "must be in [0, 0.5]")
+        elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+            if any(v < 1 for v in value):
+                raise ConfigError(f.name, ",".join(map(str, value)), "widths must be >= 1")
+
+
 def build_config(entry: MethodEntry, preset: str = "paper", overrides: Mapping[str, Any] = ()):
     """The config of a registered method for a preset, with user overrides applied.
 
@@ -180,7 +221,9 @@ def build_config(entry: MethodEntry, preset: str = "paper", overrides: Mapping[s
         if key in choices and value not in choices[key]:
             raise ConfigError(key, raw, f"choose one of {', '.join(map(str, choices[key]))}")
         values[key] = value
-    return cls.config_class(**values)
+    config = cls.config_class(**values)
+    check_config(config)
+    return config
 
 
 def parse_set_options(items: list[str] | None) -> dict[str, str]:
