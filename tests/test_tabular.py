@@ -538,3 +538,25 @@ def test_cli_optimize_then_propose_from_saved_model_is_identical(tmp_path):
     assert first.read_bytes() == second.read_bytes()
     proposals = pd.read_csv(first)
     assert list(proposals.columns) == ["a", "b", "solvent", "predicted_y", "nearest_euclidean"]
+
+
+@pytest.mark.parametrize("link", ["same", "hard", "symbolic"])
+@pytest.mark.parametrize("option", ["--out", "--save-model"])
+def test_an_output_that_is_the_input_table_is_refused_before_any_work(
+    capsys, tmp_path, link, option
+):
+    data = tmp_path / "mine.csv"
+    numeric_frame(n=200).to_csv(data, index=False)
+    before = data.read_bytes()
+    target = data
+    if link == "hard":
+        target = tmp_path / "alias.csv"
+        os.link(data, target)
+    elif link == "symbolic":
+        target = tmp_path / "alias.csv"
+        target.symlink_to(data)
+    args = ["--out", tmp_path / "o.csv", option, target] if option == "--save-model" else []
+    args = args or ["--out", target]
+    code, _, err = run_cli(capsys, "optimize", data, "--target", "y", *args)
+    assert_one_line_error(code, err, f"{option} {target}", "is the input file")
+    assert data.read_bytes() == before  # the measured table survives

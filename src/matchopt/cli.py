@@ -416,8 +416,12 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from matchopt.tabular.optimizer import resolve_preset
 
     # Every cheap check comes before the (possibly long) fit.
-    out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES)
-    model_path = check_output_path(args.save_model, "--save-model") if args.save_model else None
+    out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES, inputs=[args.data])
+    model_path = (
+        check_output_path(args.save_model, "--save-model", inputs=[args.data])
+        if args.save_model
+        else None
+    )
     if model_path is not None and model_path.resolve() == out.resolve():
         raise MatchoptError("--save-model and --out name the same file")
     _check_count(args.n)
@@ -461,7 +465,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def cmd_propose(args: argparse.Namespace) -> int:
     from matchopt.tabular import OUTPUT_SUFFIXES, TableOptimizer, check_output_path
 
-    out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES)
+    out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES, inputs=[args.model])
     _check_count(args.n)
     optimizer = TableOptimizer.load(args.model)
     fitted = f"{optimizer.method} fitted on {optimizer.source_}"

@@ -92,16 +92,33 @@ def resolve_preset(method: str, preset: str | None) -> str:
 # --- Paths ----------------------------------------------------------------------------------------
 
 
-def check_output_path(path: str | Path, option: str, suffixes: Sequence[str] | None = None) -> Path:
+def check_output_path(
+    path: str | Path,
+    option: str,
+    suffixes: Sequence[str] | None = None,
+    inputs: Sequence[str | Path] = (),
+) -> Path:
     """Fail early (before any fitting) when ``path`` cannot be written.
 
+    Args:
+        path: the output file.
+        option: its name in messages (e.g. ``--out``).
+        suffixes: the allowed file suffixes (None: any).
+        inputs: files the command reads: the output must be none of them (nor a link to one),
+            so that a user's measured table is never overwritten.
+
     Raises:
-        MatchoptError: unknown suffix, a folder, a missing or unwritable parent folder, or
-            Parquet output without pyarrow.
+        MatchoptError: unknown suffix, a folder, a missing or unwritable parent folder, an
+            input file, or Parquet output without pyarrow.
     """
     path = Path(path)
     if path.is_dir():
         raise MatchoptError(f"{option} {path}: is a folder")
+    for source in inputs:
+        if _same_file(path, Path(source)):
+            raise MatchoptError(
+                f"{option} {path}: that is the input file {source}; write to another file"
+            )
     if suffixes is not None and path.suffix.lower() not in suffixes:
         raise MatchoptError(
             f"{option} {path}: unknown output format {path.suffix or '(no suffix)'!r}; "
@@ -122,6 +139,14 @@ def check_output_path(path: str | Path, option: str, suffixes: Sequence[str] | N
                 f"{option} {path}: Parquet needs pyarrow (pip install pyarrow)"
             ) from None
     return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one file (same path, a symbolic or a hard link)."""
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def table_bytes(frame: pd.DataFrame, path: Path) -> bytes:
