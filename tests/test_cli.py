@@ -100,6 +100,7 @@ def test_noreg_is_registered(tmp_path):
         ),
         (["optimize", "x.csv", "--target", "y", "--seed", "-1"], "seeds are integers >= 0"),
         (["study", "gradient-error", "--seed", "-1"], "seeds are integers >= 0"),
+        (["propose", "--model", "m.pt", "--n", "10000000000"], "at most 100,000 proposals"),
         (["run", "--task", "tfbind8"], "matchopt data fetch tfbind8"),
         (["bogus"], "invalid choice"),
     ],

@@ -475,8 +475,12 @@ def cmd_propose(args: argparse.Namespace) -> int:
 
 
 def _check_count(n: int) -> None:
+    from matchopt.tabular.optimizer import MAX_PROPOSALS
+
     if n < 1:
         raise MatchoptError(f"--n {n}: need at least 1 proposal")
+    if n > MAX_PROPOSALS:
+        raise MatchoptError(f"--n {n}: at most {MAX_PROPOSALS:,} proposals per call")
 
 
 def _propose_and_write(optimizer, n: int, out: Path) -> None:

@@ -68,6 +68,9 @@ from matchopt.tabular.schema import (
 OUTPUT_SUFFIXES = CSV_SUFFIXES + PARQUET_SUFFIXES
 #: What a saved model file holds under "kind".
 MODEL_KIND = "matchopt-table-optimizer"
+#: Most proposals one call returns: a batch for the lab, not a sampler (10^10 designs would need
+#: hundreds of GiB before any check could run).
+MAX_PROPOSALS = 100_000
 #: Most proposal rounds of a method whose proposals are samples.
 MAX_ROUNDS = 3
 
@@ -361,6 +364,8 @@ class TableOptimizer:
         self._check_fitted()
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise MatchoptError(f"the number of proposals must be a positive integer, got {n!r}")
+        if n > MAX_PROPOSALS:
+            raise MatchoptError(f"at most {MAX_PROPOSALS:,} proposals per call, got {n:,}")
         n = int(n)
         pool = _Pool(self.schema_, self.data_.x)
         cap = self.method_.proposal_cap(len(self.data_))
