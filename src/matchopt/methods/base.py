@@ -62,7 +62,9 @@ class Method(ABC):
         """The config in use (the paper defaults when none was given), checked by
         :func:`check_config`."""
         config = self.config if self.config is not None else self.config_class()
-        check_config(config)
+        # A config built in code may hold 0 counts on purpose (e.g. a model before training);
+        # those parsed from the command line or a preset may not (build_config).
+        check_config(config, allow_zero_counts=True)
         return config
 
     @abstractmethod
@@ -165,12 +167,14 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
 MINIMUM = {"search_steps": 0, "warmup_epochs": 0, "depth": 0, "trajectory_length": 2}
 
 
-def check_config(config: Any) -> None:
+def check_config(config: Any, allow_zero_counts: bool = False) -> None:
     """Refuse values no method can run with, naming the field and its allowed range.
 
     Integer fields are counts (>= 1, or :data:`MINIMUM`); floats are finite; learning
     rates (``lr`` and ``*_lr``) are > 0; widths (tuples of ints) are >= 1;
-    ``validation_fraction`` is in [0, 0.5].
+    ``validation_fraction`` is in [0, 0.5]. ``allow_zero_counts`` lowers every count's minimum
+    to 0 (configs built in code, e.g. an untrained model for a test); negative counts are always
+    refused.
 
     Raises:
         ConfigError: the first field out of range.
@@ -180,7 +184,7 @@ def check_config(config: Any) -> None:
         if value is None or isinstance(value, (bool, str)):
             continue
         if isinstance(value, int):
-            low = MINIMUM.get(f.name, 1)
+            low = 0 if allow_zero_counts else MINIMUM.get(f.name, 1)
             if value < low:
                 raise ConfigError(f.name, value, f"must be an integer >= {low}")
         elif isinstance(value, float):
