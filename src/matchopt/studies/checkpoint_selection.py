@@ -203,6 +203,12 @@ def metric_correlations(checkpoints: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["metric", "task"], sort=False)["spearman_with_p50"].mean().unstack("task")
 
 
+def every_epochs(curve: pd.DataFrame) -> float:
+    """Epochs between the checkpoints of one curve (1 with a single checkpoint)."""
+    epochs = np.sort(curve["epoch"].to_numpy())
+    return float(np.min(np.diff(epochs))) if len(epochs) > 1 else 1.0
+
+
 def _figure_png(checkpoints: pd.DataFrame, picks: pd.DataFrame, task: str) -> bytes:
     """Oracle p100 (top) and p50 (bottom) against epoch, one column per seed, rules marked."""
     from matplotlib.figure import Figure
@@ -224,12 +230,14 @@ def _figure_png(checkpoints: pd.DataFrame, picks: pd.DataFrame, task: str) -> by
         ]
         for row_index, score in enumerate(("oracle_p100", "oracle_p50")):
             ax = axes[row_index][column]
-            ax.plot(curve["epoch"], curve[score], color="0.4", lw=1.2)
+            ax.plot(curve["epoch"], curve[score], color="0.4", lw=1.2, marker=".", ms=3)
             for offset, pick in enumerate(chosen.itertuples(index=False)):
                 rule = pick.rule.split(":", 1)[1]
+                # Rules that pick the same checkpoint are spread sideways; heights stay exact.
+                spread = 0.4 * every_epochs(curve) / max(len(chosen), 1)
                 ax.plot(
-                    pick.epoch,
-                    getattr(pick, score) + 0.004 * (offset - len(chosen) / 2),
+                    pick.epoch + spread * (offset - (len(chosen) - 1) / 2),
+                    getattr(pick, score),
                     linestyle="none",
                     marker=markers[rule],
                     color=colors[rule],
