@@ -101,6 +101,11 @@ def test_noreg_is_registered(tmp_path):
         (["optimize", "x.csv", "--target", "y", "--seed", "-1"], "seeds are integers >= 0"),
         (["study", "gradient-error", "--seed", "-1"], "seeds are integers >= 0"),
         (["propose", "--model", "m.pt", "--n", "10000000000"], "at most 100,000 proposals"),
+        (["run", "--out", __file__], f"--out {__file__} is a file, not a folder"),
+        (
+            ["bench", "--tasks", "potts", "--methods", "random", "--out", __file__],
+            f"results folder {__file__} is a file",
+        ),
         (["run", "--task", "tfbind8"], "matchopt data fetch tfbind8"),
         (["bogus"], "invalid choice"),
     ],

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -286,3 +287,19 @@ def test_duplicate_records_in_two_subfolders(results, tmp_path):
     shutil.copytree(results, parent / "b")
     with pytest.raises(MatchoptError, match="two records for task 'ant', method 'coms', seed 0"):
         load_records(parent)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"preset": "paper"}, "presets 'quick' and 'paper'"),
+        ({"config": {"epochs": 3}}, "configs that differ in epochs"),
+    ],
+)
+def test_records_of_another_configuration_are_not_pooled(results, change, message):
+    record = dataclasses.replace(_record("ant", "coms", 7, 0.9, 0.5), **change)
+    write_record(results, record)
+    with pytest.raises(MatchoptError, match=rf"method 'coms': seed 0 and seed 7 .*{message}"):
+        load_records(results)
+    with pytest.raises(MatchoptError, match="keep each configuration in its own results folder"):
+        write_report(results)

@@ -211,3 +211,15 @@ def test_superconductor_never_reads_a_pickle_from_the_data_folder(sc_dir, tmp_pa
     task = load_task("superconductor", root)
     assert np.isfinite(task.score(x[:3])).all()
     assert not marker.exists()
+
+
+def test_shards_with_a_nan_score_or_no_rows_are_named(tmp_path):
+    x, y = np.zeros((5, 86), np.float32), np.arange(5, dtype=np.float32)
+    y[3] = np.nan
+    write_shards(tmp_path, "superconductor", "superconductor", x, y, [1, 1, 1, 1, 1])
+    with pytest.raises(MatchoptError, match=r"superconductor-y-3.npy: y row 0 is nan"):
+        load_task("superconductor", tmp_path)
+    empty = tmp_path / "empty"
+    write_shards(empty, "superconductor", "superconductor", x[:0], y[:0], [0] * 5)
+    with pytest.raises(MatchoptError, match="hold no rows"):
+        load_task("superconductor", empty)

@@ -28,6 +28,7 @@ from matchopt.bench import Grid, run_grid
 from matchopt.bench.cells import Cell, run_cell
 from matchopt.bench.grid import BACKENDS
 from matchopt.errors import ConfigError, MatchoptError
+from matchopt.io import check_output_folder
 from matchopt.methods import METHODS, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
 from matchopt.records import summary_table, write_record
@@ -189,6 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = parse_set_options(args.set)
     entry = get_method_entry(args.method)
     build_config(entry, args.preset, overrides)  # validate options before loading data
+    check_output_folder(args.out, "--out")
     if args.download:
         ensure_task_data(args.task, args.data_dir, download=True)
     task = load_task(args.task, args.data_dir)

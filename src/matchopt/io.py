@@ -6,6 +6,27 @@ import os
 import tempfile
 from pathlib import Path
 
+from matchopt.errors import MatchoptError
+
+
+def check_output_folder(path: str | os.PathLike, what: str = "output folder") -> Path:
+    """Make sure results can be written under ``path`` before any work starts (hours of
+    training must not end in an unwritable folder). Creates it if missing.
+
+    Raises:
+        MatchoptError: ``path`` is a file, cannot be created, or is not writable.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise MatchoptError(f"{what} {path} is a file, not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise MatchoptError(f"cannot create {what} {path}: {err.strerror or err}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise MatchoptError(f"{what} {path} is not writable")
+    return path
+
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: never a partial file.

@@ -173,7 +173,46 @@ def load_records(results_dir: str | Path) -> list[RunRecord]:
         records.append(record)
     if not records:
         raise MatchoptError(f"no run records (<task>/<method>/seed<k>.json) under {root}")
+    check_one_configuration(records, seen)
     return sorted(records, key=lambda r: (r.task, r.method, r.seed))
+
+
+def check_one_configuration(
+    records: Sequence[RunRecord], paths: dict[tuple[str, str, int], Path] | None = None
+) -> None:
+    """Refuse to pool seeds run with another preset or config into one (task, method) cell.
+
+    Raises:
+        MatchoptError: naming the cell and two records that differ.
+    """
+    first: dict[tuple[str, str], RunRecord] = {}
+    for record in sorted(records, key=lambda r: (r.task, r.method, r.seed)):
+        cell = (record.task, record.method)
+        other = first.setdefault(cell, record)
+        if record.preset != other.preset or record.config != other.config:
+            where = ""
+            if paths is not None:
+                where = (
+                    f" ({paths[(other.task, other.method, other.seed)]} and "
+                    f"{paths[(record.task, record.method, record.seed)]})"
+                )
+            what = (
+                f"presets {other.preset!r} and {record.preset!r}"
+                if record.preset != other.preset
+                else "configs that differ in "
+                + ", ".join(
+                    sorted(
+                        k
+                        for k in set(record.config) | set(other.config)
+                        if record.config.get(k) != other.config.get(k)
+                    )
+                )
+            )
+            raise MatchoptError(
+                f"task {record.task!r}, method {record.method!r}: seed {other.seed} and seed "
+                f"{record.seed} were run with {what}{where}; a table cell pools one "
+                "configuration, so keep each configuration in its own results folder"
+            )
 
 
 # --- The summary table ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from matchopt._version import __version__
 from matchopt.bench.backends import run_local, run_ray
 from matchopt.bench.cells import Cell, CellOutcome
 from matchopt.errors import ConfigError, MatchoptError
-from matchopt.io import atomic_write_bytes
+from matchopt.io import atomic_write_bytes, check_output_folder
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.records import (
@@ -201,7 +201,7 @@ def run_grid(
     if workers < 1:
         raise ConfigError("workers", workers, "needs at least 1")
     grid.validate(data_dir)
-    out = Path(out)
+    out = check_output_folder(out, "results folder")
     folder = resolve_data_dir(data_dir)
     data_dir_text = str(folder) if folder is not None else None
     cells = grid.cells()

@@ -41,7 +41,7 @@ from tqdm.auto import tqdm
 
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
-from matchopt.io import atomic_write_bytes
+from matchopt.io import atomic_write_bytes, check_output_folder
 from matchopt.methods import make_method
 from matchopt.tasks import Task, load_task
 from matchopt.validation import METRICS, SELECTIONS
@@ -294,7 +294,7 @@ def run_checkpoint_selection_study(
         raise MatchoptError(f"--every must be >= 1 epoch, got {every}")
     if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
         raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
-    out = Path(out_dir)
+    out = check_output_folder(out_dir, "study folder")
     frames = []
     jobs = [(task, split, seed) for task in tasks for split in splits for seed in seeds]
     bar = tqdm(jobs, desc="checkpoint study", unit="run", disable=not progress)

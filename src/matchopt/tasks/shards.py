@@ -59,12 +59,17 @@ def load_shards(
         y_dtypes.append(y.dtype)
         del x, y  # closes the maps
     total = sum(counts)
+    if total == 0:
+        raise MatchoptError(f"{x_paths[0].parent}: the shards of {x_paths[0].name} hold no rows")
     x_all = np.empty((total, *(row_shape or ())), dtype=np.result_type(*x_dtypes))
     y_all = np.empty(total, dtype=np.result_type(*y_dtypes))
     start = 0
     for px, py, n in zip(x_paths, y_paths, counts):
         x_all[start : start + n] = _open_shard(px)
         y_all[start : start + n] = _open_shard(py).reshape(-1)
+        bad = np.flatnonzero(~np.isfinite(y_all[start : start + n]))
+        if len(bad):
+            raise MatchoptError(f"{py}: y row {bad[0]} is {y_all[start + bad[0]]} (not finite)")
         start += n
     return x_all, y_all
 
