@@ -135,7 +135,11 @@ def test_hub_offline_error_is_reported(tmp_path):
 
 
 def test_default_client_calls_hf_hub_download(tmp_path, monkeypatch, known_fake_digests):
-    """The real client code, with only huggingface_hub.hf_hub_download replaced."""
+    """The real client code, with only huggingface_hub.hf_hub_download replaced (and the
+    reachability check's socket)."""
+    from matchopt.tasks import download as download_module
+
+    monkeypatch.setattr(download_module, "check_reachable", lambda: None)
     huggingface_hub = pytest.importorskip("huggingface_hub")
     seen = []
 
@@ -283,3 +287,23 @@ def test_module_import_does_not_import_the_hub():
     code = "import sys, matchopt.tasks.download; print('huggingface_hub' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_no_network_is_one_short_message_before_any_hub_call(tmp_path, monkeypatch):
+    import socket
+    import time
+
+    from matchopt.tasks import download
+
+    def unreachable(address, timeout=None):
+        raise OSError(101, "Network is unreachable")
+
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    monkeypatch.setattr(
+        download, "hub_download", lambda *a: pytest.fail("the hub client was called")
+    )
+    started = time.perf_counter()
+    with pytest.raises(MatchoptError, match="cannot reach huggingface.co .*no network"):
+        download.fetch_task_data(["tfbind8"], tmp_path, progress=False)
+    assert time.perf_counter() - started < 5
+    assert not list(tmp_path.rglob("*.npy"))

@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterable
@@ -50,6 +51,36 @@ TEMP_PREFIX = ".matchopt-fetch-"
 #: A download client: ``client(filename, local_dir)`` writes the repo file ``filename`` (a
 #: ``/``-separated path) under the folder ``local_dir`` and returns the path it wrote.
 Client = Callable[[str, Path], "str | os.PathLike"]
+
+
+#: Host of the mirror, and how long to wait for it before saying there is no network.
+HUB_HOST, CONNECT_TIMEOUT = "huggingface.co", 5.0
+
+
+def check_reachable(host: str = HUB_HOST, timeout: float = CONNECT_TIMEOUT) -> None:
+    """One TCP connection to ``host``:443 before any download, so that a machine without network
+    gets one short message in seconds instead of the hub client's retries.
+
+    Raises:
+        MatchoptError: the host cannot be reached.
+    """
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+    except OSError as err:
+        raise MatchoptError(
+            f"cannot reach {host} ({err.strerror or type(err).__name__}): no network? The files "
+            f"can also be placed by hand (same sub-folders as {REPO_URL})"
+        ) from None
+
+
+def _require_hub():
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise MatchoptError(
+            "downloading design-bench data needs huggingface_hub: pip install huggingface_hub"
+        ) from None
+    return huggingface_hub
 
 
 def hub_download(filename: str, local_dir: Path) -> Path:
@@ -208,6 +239,7 @@ def fetch_task_data(
             URL); a downloaded file's sha256 differs from the known one (the file is not kept).
     """
     folder = resolve_data_dir(data_dir)
+    reachable = check_reachable if client is None else None  # fakes need no network
     client = hub_download if client is None else client
     report = FetchReport(data_dir=folder)
     plan: list[str] = []
@@ -228,6 +260,9 @@ def fetch_task_data(
                 report.skipped.append(name)
                 continue
             if temp is None:
+                if reachable is not None:
+                    _require_hub()  # a missing package first: the better message
+                    reachable()
                 temp = _make_temp(folder)
             try:
                 got = Path(client(name, temp))
