@@ -225,3 +225,69 @@ def test_ray_backend_gives_the_same_records(tmp_path):
     record = RunRecord.from_json((tmp_path / "ray/potts/matchopt/seed0.json").read_text())
     # Two workers share the cores: each runs with cores // 2 threads.
     assert record.extra["environment"]["torch_threads"] == max(1, (os.cpu_count() or 1) // 2)
+
+
+def test_a_second_bench_on_the_same_folder_stops_at_once(tmp_path):
+    from matchopt.bench.grid import LOCK_FILE
+    from matchopt.io import file_lock
+
+    grid = Grid(tasks=["potts"], methods=["random"], seeds=[0], preset="quick")
+    with file_lock(tmp_path / LOCK_FILE, wait=False):  # as a running bench holds it
+        with pytest.raises(MatchoptError, match=rf"another bench \(pid {os.getpid()}\)"):
+            run_grid(grid, tmp_path, workers=1, progress=False)
+    assert not list(tmp_path.rglob("seed*.json"))
+    # Released (as when its holder is killed): the next bench runs.
+    assert len(run_grid(grid, tmp_path, workers=1, progress=False).finished) == 1
+
+
+def _children(pid: int) -> set[int]:
+    """Pids of the live child processes of ``pid`` (Linux /proc)."""
+    found = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        if f"\nPPid:\t{pid}\n" in text and "\nState:\tZ" not in text:
+            found.add(int(status.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in state
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_workers_die_with_a_killed_driver(tmp_path):
+    # No pipes: a surviving worker would hold them open and hang the test instead of failing it.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "matchopt.cli", "bench", *GRID_ARGS, "--out", str(tmp_path)]
+        + ["--workers", "2"],
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    workers: set[int] = set()
+    while time.monotonic() < deadline and proc.poll() is None:
+        # Pool workers are the children that imported matchopt (not the resource tracker).
+        workers = {
+            p for p in _children(proc.pid) if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()
+        }
+        if len(workers) >= 2:
+            break
+        time.sleep(0.2)
+    assert len(workers) >= 2, "the grid's pool did not start"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.2)
+    survivors = [p for p in workers if _alive(p)]
+    for pid in survivors:  # leave nothing running, then fail
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, "a worker outlived its driver"

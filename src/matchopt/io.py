@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from matchopt.errors import MatchoptError
@@ -47,3 +49,49 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class FileLocked(MatchoptError):
+    """Another process holds the lock (:func:`file_lock` with ``wait=False``)."""
+
+    def __init__(self, path: Path, holder: str):
+        self.path, self.holder = path, holder
+        super().__init__(f"{path} is locked by {holder}")
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike, wait: bool = True) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (POSIX ``flock``) for the ``with`` block.
+
+    The operating system releases it when the holder dies, so a killed run leaves no stale lock.
+    The lock file holds the holder's pid, for messages.
+
+    Args:
+        path: the lock file (created if missing; never removed).
+        wait: wait for the holder to finish; False raises at once.
+
+    Raises:
+        FileLocked: ``wait`` is False and another process holds the lock.
+    """
+    try:
+        import fcntl
+    except ImportError:  # no flock (Windows): writes stay atomic, parallel runs repeat work
+        yield
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise FileLocked(path, holder) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -7,11 +7,12 @@ driver's ``collect`` callback as soon as it arrives; scheduling is the engine's 
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from matchopt.bench.cells import Cell, CellOutcome, execute_cell, init_worker
+from matchopt.bench.cells import Cell, CellOutcome, execute_cell, init_pool_worker, init_worker
 from matchopt.errors import MatchoptError
 
 Collect = Callable[[CellOutcome], None]
@@ -29,7 +30,10 @@ def run_local(
     # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=init_worker, initargs=(threads,)
+        max_workers=workers,
+        mp_context=context,
+        initializer=init_pool_worker,
+        initargs=(threads, os.getpid()),
     ) as pool:
         pending = {pool.submit(execute_cell, cell, data_dir, threads): cell for cell in cells}
         try:

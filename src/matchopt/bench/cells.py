@@ -7,6 +7,7 @@ writes files (:mod:`matchopt.bench.grid`).
 from __future__ import annotations
 
 import os
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -101,6 +102,27 @@ def execute_cell(cell: Cell, data_dir: str | None, threads: int) -> CellOutcome:
 def _cached_task(name: str, data_dir: str | None):
     # Loading TF-Bind-10 takes seconds; a worker reuses the task for all its cells.
     return load_task(name, data_dir)
+
+
+def exit_with_parent(parent_pid: int, interval: float = 1.0) -> None:
+    """End this worker process soon after its driver is gone.
+
+    A driver killed by SIGKILL cannot shut its pool down; without this its workers would go on
+    computing (and holding memory) for minutes. A daemon thread checks the parent's pid.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="matchopt-exit-with-parent").start()
+
+
+def init_pool_worker(threads: int, parent_pid: int) -> None:
+    """Initializer of a grid's pool workers: :func:`init_worker` and :func:`exit_with_parent`."""
+    exit_with_parent(parent_pid)
+    init_worker(threads)
 
 
 def init_worker(threads: int) -> None:

@@ -22,7 +22,7 @@ from matchopt._version import __version__
 from matchopt.bench.backends import run_local, run_ray
 from matchopt.bench.cells import Cell, CellOutcome
 from matchopt.errors import ConfigError, MatchoptError
-from matchopt.io import atomic_write_bytes, check_output_folder
+from matchopt.io import FileLocked, atomic_write_bytes, check_output_folder, file_lock
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.records import (
@@ -34,6 +34,8 @@ from matchopt.records import (
 from matchopt.tasks import TASKS, resolve_data_dir
 
 BACKENDS = ("local", "ray")
+#: Held by a running bench in its results folder: a second bench on the folder stops at once.
+LOCK_FILE = ".matchopt-bench.lock"
 
 
 @dataclass
@@ -202,6 +204,25 @@ def run_grid(
         raise ConfigError("workers", workers, "needs at least 1")
     grid.validate(data_dir)
     out = check_output_folder(out, "results folder")
+    try:
+        with file_lock(out / LOCK_FILE, wait=False):
+            return _run_unlocked(grid, out, backend, workers, data_dir, ray_address, progress)
+    except FileLocked as err:
+        raise MatchoptError(
+            f"another bench ({err.holder}) is running on {out}; wait for it to finish or use "
+            "another results folder"
+        ) from None
+
+
+def _run_unlocked(
+    grid: Grid,
+    out: Path,
+    backend: str,
+    workers: int,
+    data_dir: str | os.PathLike | None,
+    ray_address: str | None,
+    progress: bool,
+) -> GridSummary:
     folder = resolve_data_dir(data_dir)
     data_dir_text = str(folder) if folder is not None else None
     cells = grid.cells()

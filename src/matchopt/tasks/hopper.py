@@ -56,14 +56,12 @@ differ. Parallel loads wait on a file lock, so the data is generated once.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.util
 import io
 import json
 import os
 import time
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +71,7 @@ from tqdm.auto import tqdm
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
-from matchopt.io import atomic_write_bytes
+from matchopt.io import atomic_write_bytes, file_lock
 from matchopt.tasks.base import Task, resolve_data_dir
 from matchopt.tasks.design_bench import DesignBenchTask
 from matchopt.tasks.rollouts import DEFAULT_WORKERS, open_pool, pooled_map, resolve_workers
@@ -392,23 +390,6 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-@contextlib.contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive file lock (POSIX) so parallel runs generate the cache only once."""
-    try:
-        import fcntl
-    except ImportError:  # no fcntl (Windows): writes are atomic, a parallel run repeats the work
-        yield
-        return
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 class HopperLocal(_HopperTask):
     """Hopper controller with a dataset generated here (no download), cached in the data folder.
 
@@ -491,7 +472,7 @@ class HopperLocal(_HopperTask):
         # read-only data folder works once the data is there.
         if not self._cached(folder, self.generation):
             try:
-                with _exclusive(folder / self.folder / ".lock"):
+                with file_lock(folder / self.folder / ".lock"):
                     if not self._cached(folder, self.generation):
                         self._generate(paths)
             except OSError as err:
