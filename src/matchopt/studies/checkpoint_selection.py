@@ -162,8 +162,14 @@ def rule_table(picks: pd.DataFrame) -> pd.DataFrame:
     table.columns = [f"{task} {column.removeprefix('oracle_')}" for column, task in table.columns]
     p50 = means["oracle_p50"].unstack("task")
     table["mean p50 rank"] = p50.rank(ascending=False, method="min").mean(axis=1)
-    epochs = picks.groupby("rule", sort=False)["epoch"].apply(lambda e: " ".join(map(str, e)))
-    table["epochs picked"] = epochs
+    ordered = picks.sort_values(["task", "seed"], kind="stable")
+    table["epochs picked"] = ordered.groupby("rule", sort=False).apply(
+        lambda rows: "; ".join(
+            f"{task} " + " ".join(map(str, group["epoch"]))
+            for task, group in rows.groupby("task", sort=False)
+        ),
+        include_groups=False,
+    )
     p100 = means["oracle_p100"].unstack("task")
     table["mean p100 rank"] = p100.rank(ascending=False, method="min").mean(axis=1)
     # Ties: the higher mean p100 rank, then the paper's rule (last) first.
