@@ -303,3 +303,12 @@ def test_records_of_another_configuration_are_not_pooled(results, change, messag
         load_records(results)
     with pytest.raises(MatchoptError, match="keep each configuration in its own results folder"):
         write_report(results)
+
+
+def test_a_record_with_a_non_number_score_is_named(results):
+    path = results / "ant" / "coms" / "seed0.json"
+    record = json.loads(path.read_text())
+    record["p100"] = "high"
+    path.write_text(json.dumps(record))
+    with pytest.raises(MatchoptError, match=r"seed0.json: not a readable run record \(p100 'high'"):
+        load_records(results)
