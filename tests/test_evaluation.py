@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 
 from matchopt.evaluation import percentile
@@ -53,3 +55,16 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
         pass
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left
+
+
+def test_atomic_write_keeps_the_mode_of_a_replaced_file(tmp_path):
+    path = tmp_path / "proposals.csv"
+    path.write_text("old")
+    path.chmod(0o640)
+    atomic_write_bytes(path, b"new")
+    assert path.read_bytes() == b"new" and (path.stat().st_mode & 0o777) == 0o640
+    fresh = tmp_path / "fresh.csv"
+    atomic_write_bytes(fresh, b"x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (fresh.stat().st_mode & 0o777) == 0o666 & ~umask

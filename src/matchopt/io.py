@@ -33,18 +33,22 @@ def check_output_folder(path: str | os.PathLike, what: str = "output folder") ->
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: never a partial file.
 
-    The folder is created if needed; the file gets the usual permissions (0666 minus the umask).
+    The folder is created if needed. A file that is replaced keeps its permission bits; a new
+    one gets the usual permissions (0666 minus the umask).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o7777
+    except OSError:  # a new file
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        # mkstemp makes owner-only files; give the usual permissions (0666 minus the umask).
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+        os.chmod(tmp, mode)  # mkstemp makes owner-only files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
