@@ -560,3 +560,23 @@ def test_an_output_that_is_the_input_table_is_refused_before_any_work(
     code, _, err = run_cli(capsys, "optimize", data, "--target", "y", *args)
     assert_one_line_error(code, err, f"{option} {target}", "is the input file")
     assert data.read_bytes() == before  # the measured table survives
+
+
+def test_targets_near_the_float64_limit_give_finite_predictions():
+    frame = numeric_frame(n=200)
+    frame["y"] = frame["y"] / frame["y"].abs().max() * 1e300
+    opt = TableOptimizer(target="y", method="matchopt", preset="quick", seed=0).fit(frame)
+    proposals = opt.propose(8)
+    assert len(proposals) == 8 and np.isfinite(proposals["predicted_y"]).all()
+    assert proposals["predicted_y"].abs().max() > 1e297  # in the user's units, not rescaled
+
+
+def test_standardizer_of_huge_values_matches_the_scaled_moments():
+    from matchopt.encodings import Standardizer
+
+    y = np.array([1e300, 5e299, -3e299, 8e299])
+    fitted = Standardizer.fit(y)
+    small = Standardizer.fit(y / 1e300)
+    np.testing.assert_allclose(fitted.mean / 1e300, small.mean, rtol=1e-12)
+    np.testing.assert_allclose(fitted.std / 1e300, small.std, rtol=1e-12)
+    np.testing.assert_allclose(fitted.inverse(fitted.transform(y)), y, rtol=1e-12)

@@ -48,9 +48,16 @@ class Standardizer:
     @classmethod
     def fit(cls, values: np.ndarray) -> Standardizer:
         values = np.asarray(values, dtype=np.float64)
-        std = values.std(axis=0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean, std = values.mean(axis=0), values.std(axis=0)
+        if not (np.isfinite(mean).all() and np.isfinite(std).all()):
+            # Magnitudes near the float64 limit (e.g. 1e300) overflow the squares: compute the
+            # moments of values / max|values| and scale back (ordinary data never comes here).
+            scale = np.max(np.abs(values), axis=0)
+            scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
+            mean, std = (values / scale).mean(axis=0) * scale, (values / scale).std(axis=0) * scale
         std = np.where(std > 0, std, 1.0)
-        return cls(values.mean(axis=0), std)
+        return cls(mean, std)
 
     def transform(self, values: np.ndarray) -> np.ndarray:
         return (np.asarray(values, dtype=np.float64) - self.mean) / self.std
