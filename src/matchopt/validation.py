@@ -55,6 +55,11 @@ METRICS: dict[str, bool] = {
 SELECTIONS = ("last", *METRICS, "matching-loss")
 
 
+def larger_is_better(metric: str) -> bool:
+    """Direction of a validation metric (method losses such as ``matching-loss``: smaller)."""
+    return METRICS.get(metric, False)
+
+
 def holdout_rows(
     y: np.ndarray, fraction: float, kind: str, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +189,7 @@ class CheckpointSelector:
                 f"unknown selection {selection!r}; choose one of {', '.join(SELECTIONS)}"
             )
         self.selection = selection
-        self.larger_is_better = METRICS.get(selection, False)
+        self.larger_is_better = larger_is_better(selection)
         self.best_epoch: int | None = None
         self.best_value: float | None = None
         self._state: dict[str, torch.Tensor] | None = None

@@ -388,7 +388,6 @@ class MatchOpt(Method):
                 model = self._train(features, scores, data.y, all_rows, self.selected_epoch_)
         self.validator_ = validator
         self.checkpoints_ = selector.checkpoints
-        self.validation_ = validator.curves() if validator is not None else {}
         model.eval()
         self.model_ = model
         self.data_ = data
@@ -498,10 +497,10 @@ class MatchOpt(Method):
     def fit_report(self) -> dict:
         """Validation curves and the selected epoch (empty without validation)."""
         self._check_fitted()
-        if not self.validation_:
+        if self.validator_ is None:
             return {}
         return {
-            "validation": self.validation_,
+            "validation": self.validator_.curves(),
             "selected_epoch": self.selected_epoch_,
             # Validation's share of the cost, measured in the same run (same machine load).
             "validation_seconds": self.validation_seconds_,

@@ -44,7 +44,7 @@ from matchopt.evaluation import percentile
 from matchopt.io import atomic_write_bytes, check_output_folder
 from matchopt.methods import make_method
 from matchopt.tasks import Task, load_task
-from matchopt.validation import METRICS, SELECTIONS
+from matchopt.validation import METRICS, SELECTIONS, larger_is_better
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,8 +52,6 @@ if TYPE_CHECKING:
 CHECKPOINTS_FILE = "checkpoints.csv"
 RULES_FILE = "rules.csv"
 CORRELATION_FILE = "metric_correlation.csv"
-#: Metrics where smaller is better, beyond :data:`METRICS`.
-SMALLER_IS_BETTER = {"mse", "matching-loss"}
 RULES = SELECTIONS
 N_DESIGNS = 128
 
@@ -135,7 +133,7 @@ def rule_picks(checkpoints: pd.DataFrame) -> pd.DataFrame:
                 values = group[rule].to_numpy(dtype=float)
                 if np.isnan(values).all():
                     continue
-                signed = -values if rule in SMALLER_IS_BETTER else values
+                signed = values if larger_is_better(rule) else -values
                 row = group.iloc[int(np.nanargmax(signed))]
             picks.append(
                 {
@@ -190,7 +188,7 @@ def metric_correlations(checkpoints: pd.DataFrame) -> pd.DataFrame:
     for (task, seed, split), group in checkpoints.groupby(["task", "seed", "split"], sort=False):
         for metric in [*METRICS, "matching-loss"]:
             values = group[metric].to_numpy(dtype=float)
-            sign = -1.0 if metric in SMALLER_IS_BETTER else 1.0
+            sign = 1.0 if larger_is_better(metric) else -1.0
             ok = np.isfinite(values)
             oracle = group["oracle_p50"].to_numpy(dtype=float)[ok]
             if ok.sum() < 3 or np.ptp(values[ok]) == 0 or np.ptp(oracle) == 0:
