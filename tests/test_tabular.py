@@ -326,6 +326,40 @@ def test_nan_in_target_of_a_parquet_file(capsys, tmp_path):
     assert_one_line_error(code, err, "data.parquet", "column 'y'", "row 2", "NaN")
 
 
+def test_parquet_dates_lists_and_records_are_named(capsys, tmp_path):
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "data.parquet"
+    n = 12
+    pd.DataFrame(
+        {
+            "when": pd.date_range("2024-01-01", periods=n, freq="D"),
+            "a": np.arange(n) * 1.0,
+            "tags": [[1, 2]] * n,
+            "meta": [{"k": 1}] * n,
+            "y": np.sin(np.arange(n)),
+        }
+    ).to_parquet(path)
+    cases = [
+        (("--features", "a,when"), ("column 'when' holds dates", "--categorical")),
+        (("--features", "a", "--target", "when"), ("column 'when' holds dates",)),
+        (("--features", "a,tags"), ("column 'tags', row 1", "is a list")),
+        (("--features", "a,tags", "--categorical", "tags"), ("'tags', row 1", "one value")),
+        (("--features", "a,meta", "--categorical", "meta"), ("'meta', row 1", "is a record")),
+    ]
+    for options, words in cases:
+        target = () if "--target" in options else ("--target", "y")
+        code, _, err = optimize(capsys, path, *target, *options)
+        assert_one_line_error(code, err, "data.parquet", *words)
+    # Dates as categories are values like any other: they come back as dates.
+    out = tmp_path / "out.parquet"
+    code, _, _ = optimize(
+        capsys, path, "--target", "y", "--features", "a,when", "--categorical", "when",
+        "--n", "3", "--out", out,  # the last --out wins
+    )  # fmt: skip
+    assert code == 0
+    assert pd.api.types.is_datetime64_any_dtype(pd.read_parquet(out)["when"])
+
+
 def test_constant_target(capsys, csv_file):
     path = csv_file("a,y\n1,7\n2,7\n3,7\n")
     code, _, err = optimize(capsys, path, "--target", "y")

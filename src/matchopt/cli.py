@@ -460,7 +460,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from matchopt.tabular import write_file
 
         write_file(model_path, model_bytes)
-        print(f"model -> {model_path} (loading it runs pickle: share trusted files only)")
+        print(f"model -> {model_path}")
     return 0
 
 

@@ -167,6 +167,11 @@ class Validator:
         self.history.append(metrics)
         return metrics
 
+    def __matchopt_state__(self) -> dict:
+        """What a model file keeps (:mod:`matchopt.state`): all but the metric functions, which
+        cannot be saved; a loaded validator reports its history but measures nothing new."""
+        return {"features": self.features, "y": self.y, "history": self.history}
+
     def curves(self) -> dict[str, list[float]]:
         """The history as metric name -> values over the evaluated epochs (JSON-ready)."""
         if not self.history:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar, get_type_hints
 
 import numpy as np
@@ -29,6 +31,8 @@ from matchopt.errors import ConfigError, MatchoptError
 PRESETS = ("paper", "quick", "validated", "validated-quick")
 #: Fewest rows any method is fitted on: one row cannot show how the score varies.
 MIN_ROWS = 2
+#: What a method's model file holds under "kind" (:mod:`matchopt.state`).
+MODEL_KIND = "method"
 
 
 class Method(ABC):
@@ -106,6 +110,75 @@ class Method(ABC):
     def _check_fitted(self) -> None:
         if not hasattr(self, "data_"):
             raise MatchoptError(f"{type(self).__name__} must be fitted before propose()")
+
+    # -- scikit-learn parameters (``sklearn.base.clone`` works) --
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's arguments: ``config``, ``seed``, ``progress``.
+
+        With ``deep``, also ``config__<field>`` for every field of the config in use.
+        """
+        params = {"config": self.config, "seed": self.seed, "progress": self.progress}
+        if deep:
+            config = self.config_
+            for f in dataclasses.fields(config):
+                params[f"config__{f.name}"] = getattr(config, f.name)
+        return params
+
+    def set_params(self, **params: Any) -> Method:
+        """Set constructor arguments, or config fields as ``config__<field>=value``; returns self.
+
+        Raises:
+            MatchoptError: an unknown name (the valid ones are listed) or a value out of range.
+        """
+        fields = {f.name for f in dataclasses.fields(self.config_class)}
+        updates = {}
+        for name, value in params.items():
+            if name in ("config", "seed", "progress"):
+                if name == "seed":
+                    type(self)(self.config, seed=value)  # the constructor's check of seeds
+                setattr(self, name, value)
+            elif name.startswith("config__") and name[len("config__") :] in fields:
+                updates[name[len("config__") :]] = value
+            else:
+                raise MatchoptError(
+                    f"{type(self).__name__} has no parameter {name!r}; use config, seed, "
+                    f"progress or config__<field> with a field of {self.config_class.__name__}"
+                )
+        if updates:
+            config = dataclasses.replace(self.config_, **updates)
+            check_config(config, allow_zero_counts=True)
+            self.config = config
+        return self
+
+    # -- model files (:mod:`matchopt.state`: JSON and tensors, no pickle) --
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the fitted method to ``path`` atomically; :meth:`load` reads it back.
+
+        The file holds the config, seed, offline data and learned state as JSON and tensors
+        (no pickle): loading it cannot run code.
+        """
+        from matchopt.state import write_state
+
+        self._check_fitted()
+        return write_state(path, self, MODEL_KIND)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> Method:
+        """The fitted method in a file written by :meth:`save`: it proposes the same designs.
+
+        Raises:
+            MatchoptError: not a method file, or one holding another class than ``cls``.
+        """
+        from matchopt.state import read_state
+
+        method = read_state(path, MODEL_KIND)
+        if not isinstance(method, cls) or not hasattr(method, "data_"):
+            raise MatchoptError(
+                f"{path}: holds a {type(method).__name__}, not a fitted {cls.__name__}"
+            )
+        return method
 
 
 def by_design_type(value: Any, is_discrete: bool, if_discrete: Any, if_continuous: Any) -> Any:

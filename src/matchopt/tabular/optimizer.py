@@ -30,9 +30,10 @@ How proposals are made:
 If fewer than ``n`` new designs remain, :meth:`TableOptimizer.propose` returns those and warns
 (:class:`ProposalWarning`) with the count.
 
-Saving (:meth:`TableOptimizer.save`) pickles the whole fitted optimizer with ``torch.save``
-(schema, method with its configuration, seed and trained networks, ranking surrogate). Loading
-runs pickle: only load model files you trust.
+Saving (:meth:`TableOptimizer.save`) writes the whole fitted optimizer (schema, method with its
+configuration, seed and trained networks, ranking surrogate) as JSON and tensors
+(:mod:`matchopt.state`): loading a model file builds only matchopt's own objects and cannot run
+code.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from matchopt._version import __version__
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -56,6 +56,7 @@ from matchopt.io import atomic_write_bytes
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import EnsembleConfig, GaussianEnsemble
+from matchopt.state import load_state, state_bytes
 from matchopt.tabular.schema import (
     CSV_SUFFIXES,
     PARQUET_SUFFIXES,
@@ -67,7 +68,7 @@ from matchopt.tabular.schema import (
 #: Suffixes proposals can be written as.
 OUTPUT_SUFFIXES = CSV_SUFFIXES + PARQUET_SUFFIXES
 #: What a saved model file holds under "kind".
-MODEL_KIND = "matchopt-table-optimizer"
+MODEL_KIND = "table-optimizer"
 #: Most proposals one call returns: a batch for the lab, not a sampler (10^10 designs would need
 #: hundreds of GiB before any check could run).
 MAX_PROPOSALS = 100_000
@@ -420,11 +421,10 @@ class TableOptimizer:
     # -- saving --
 
     def to_bytes(self) -> bytes:
-        """The fitted optimizer as the bytes of a model file (``torch.save`` of a pickle)."""
+        """The fitted optimizer as the bytes of a model file (:mod:`matchopt.state`: JSON and
+        tensors, no pickle)."""
         self._check_fitted()
-        buffer = io.BytesIO()
-        torch.save({"kind": MODEL_KIND, "version": __version__, "optimizer": self}, buffer)
-        return buffer.getvalue()
+        return state_bytes(self, MODEL_KIND)
 
     def save(self, path: str | Path) -> Path:
         """Write the fitted optimizer to ``path`` atomically; :meth:`load` reads it back."""
@@ -434,11 +434,7 @@ class TableOptimizer:
 
     @classmethod
     def load(cls, path: str | Path) -> TableOptimizer:
-        """Read a model file written by :meth:`save`.
-
-        This runs pickle (``torch.load(weights_only=False)``), which can execute code: only
-        load files you trust.
-        """
+        """Read a model file written by :meth:`save` (loading it cannot run code)."""
         path = Path(path)
         if not path.is_file():
             raise MatchoptError(f"{path}: no such model file")
@@ -446,16 +442,14 @@ class TableOptimizer:
 
     @classmethod
     def load_bytes(cls, data: bytes, source: str = "model") -> TableOptimizer:
-        """The optimizer in the bytes of a model file (:meth:`to_bytes`); runs pickle too."""
-        try:
-            content = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
-        except Exception as err:  # unpickling raises many types for a foreign file
-            reason = " ".join(str(err).split())[:200]
-            raise MatchoptError(f"{source}: not a matchopt model file ({reason})") from None
-        if not isinstance(content, dict) or content.get("kind") != MODEL_KIND:
-            raise MatchoptError(f"{source}: not a matchopt model file (saved by --save-model)")
-        optimizer = content.get("optimizer")
-        if not isinstance(optimizer, cls):
+        """The optimizer in the bytes of a model file (:meth:`to_bytes`).
+
+        Raises:
+            MatchoptError: not a model file of a table optimizer (checked before any object is
+                built; a pickle is refused unread).
+        """
+        optimizer = load_state(data, MODEL_KIND, source)
+        if not isinstance(optimizer, cls) or not hasattr(optimizer, "method_"):
             raise MatchoptError(f"{source}: not a matchopt model file (saved by --save-model)")
         return optimizer
 

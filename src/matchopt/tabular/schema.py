@@ -440,7 +440,17 @@ def _is_missing(value: object) -> bool:
 
 def numeric_values(series: pd.Series, name: str, where: _Locator, hint: bool = True) -> np.ndarray:
     """A column as finite float64 values (n,); raises on the first missing, non-numeric, NaN or
-    infinite cell (``hint``: suggest --categorical for a word in a feature column)."""
+    infinite cell (``hint``: suggest --categorical for a word in a feature column).
+
+    Dates and durations are refused by name: as float32 designs their nanosecond counts would
+    round to minutes and come back as raw integers.
+    """
+    if pd.api.types.is_datetime64_any_dtype(series) or pd.api.types.is_timedelta64_dtype(series):
+        raise MatchoptError(
+            f"{where.source}: column {name!r} holds dates or durations ({series.dtype}); "
+            "convert it to a number (e.g. days since a start date)"
+            + (", pass it as --categorical or leave it out with --features" if hint else "")
+        )
     if pd.api.types.is_bool_dtype(series):
         series = series.astype(np.int64)
     if pd.api.types.is_numeric_dtype(series):
@@ -459,6 +469,10 @@ def numeric_values(series: pd.Series, name: str, where: _Locator, hint: bool = T
         problem = f"{str(raw).strip()!r} is infinite; only finite numbers are allowed"
     elif np.isnan(values[row]) and str(raw).strip().lower() == "nan":
         problem = f"{str(raw).strip()!r} (NaN); only finite numbers are allowed"
+    elif _is_nested(raw):
+        problem = f"{_short(raw)} is {_nested_kind(raw)}; a feature is one number per cell"
+        if hint:
+            problem += " (leave the column out with --features)"
     else:
         problem = f"{str(raw).strip()!r} is not a number"
         if hint:
@@ -470,9 +484,28 @@ def category_values(series: pd.Series, name: str, where: _Locator) -> list:
     """A categorical column as a list of values; raises on the first missing cell."""
     values = series.tolist()
     for row, value in enumerate(values):
+        if _is_nested(value):
+            raise MatchoptError(
+                f"{where(name, row)}: {_short(value)} is {_nested_kind(value)}; a category must "
+                "be one value (text or a number)"
+            )
         if _is_missing(value):
             raise MatchoptError(f"{where(name, row)}: missing value")
     return [v.strip() if isinstance(v, str) else v for v in values]
+
+
+def _is_nested(value: object) -> bool:
+    """A cell holding several values (Parquet list, struct or map columns)."""
+    return isinstance(value, (list, tuple, dict, set, np.ndarray))
+
+
+def _nested_kind(value: object) -> str:
+    return "a record" if isinstance(value, dict) else "a list"
+
+
+def _short(value: object, limit: int = 40) -> str:
+    text = " ".join(str(value).split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 def _categories(values: list) -> tuple:
