@@ -7,6 +7,7 @@
     matchopt report DIR [--percentiles 100,50] [--format md|latex|csv] [--plots DIR]
     matchopt study gradient-error [--out DIR] [--seed S] [--epochs E] ...
     matchopt study checkpoint-selection --task T[,T2] --seeds 0,1 --every K [--split random|top]
+    matchopt study search-step --task T[,T2] --seeds 0,1 [--scales 1,2,4,8,16]
     matchopt optimize DATA --target COL [--minimize] [--categorical A,B] [--sequence COL]
                       [--method M] [--n 128] [--out proposals.csv] [--save-model PATH] ...
     matchopt propose --model PATH [--n 128] [--out proposals.csv]
@@ -161,6 +162,22 @@ def build_parser() -> argparse.ArgumentParser:
     p_check.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
     p_check.add_argument("--out", default="study-checkpoint-selection", help="folder for outputs")
 
+    p_step = studies.add_parser(
+        "search-step",
+        help="how far MATCH-OPT's search should move designs (oracle-scored study)",
+    )
+    p_step.add_argument("--task", default=DEFAULT_TASK, help="task name(s), comma-separated")
+    p_step.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    p_step.add_argument(
+        "--scales", default="1,2,4,8,16", help="search_lr_scale values, comma-separated"
+    )
+    p_step.add_argument("--preset", default="validated", choices=PRESETS, help="default: validated")
+    p_step.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override"
+    )
+    p_step.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
+    p_step.add_argument("--out", default="study-search-step", help="folder for outputs")
+
     p_data = sub.add_parser("data", help="fetch design-bench data files or show which are here")
     data_sub = p_data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
     p_fetch = data_sub.add_parser(
@@ -261,6 +278,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_study(args: argparse.Namespace) -> int:
     if args.study == "checkpoint-selection":
         return _checkpoint_selection_study(args)
+    if args.study == "search-step":
+        return _search_step_study(args)
     from matchopt.studies.gradient_error import format_summary, run_gradient_error_study
 
     summary = run_gradient_error_study(
@@ -299,6 +318,28 @@ def _checkpoint_selection_study(args: argparse.Namespace) -> int:
         progress=True,
     )
     print("Mean oracle scores of the checkpoints each rule picks (study only):")
+    print(format_table(rules))
+    print(f"CSV and PNG in {args.out}", file=sys.stderr)
+    return 0
+
+
+def _search_step_study(args: argparse.Namespace) -> int:
+    from matchopt.studies.checkpoint_selection import format_table
+    from matchopt.studies.search_step import run_search_step_study
+
+    overrides = parse_set_options(args.set)
+    build_config(get_method_entry("matchopt"), args.preset, overrides)  # fail before any work
+    rules = run_search_step_study(
+        _names(args.task, "--task"),
+        parse_seeds(args.seeds),
+        args.out,
+        scales=parse_numbers(args.scales, "--scales"),
+        preset=args.preset,
+        overrides=overrides,
+        data_dir=args.data_dir,
+        progress=True,
+    )
+    print("Mean oracle scores of each search step scale (study only):")
     print(format_table(rules))
     print(f"CSV and PNG in {args.out}", file=sys.stderr)
     return 0

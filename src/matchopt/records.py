@@ -17,7 +17,7 @@ import io
 import json
 import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,6 +177,17 @@ def load_records(results_dir: str | Path) -> list[RunRecord]:
     return sorted(records, key=lambda r: (r.task, r.method, r.seed))
 
 
+#: Config fields added after records were first written, with the value that reproduces what
+#: those records ran: a record without the field ran with that value.
+ADDED_FIELDS: dict[str, Any] = {"search_lr_scale": 1.0}
+
+
+def same_config(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two records' configs are the same, reading a missing added field as its old
+    value (:data:`ADDED_FIELDS`)."""
+    return {**ADDED_FIELDS, **a} == {**ADDED_FIELDS, **b}
+
+
 def check_one_configuration(
     records: Sequence[RunRecord], paths: dict[tuple[str, str, int], Path] | None = None
 ) -> None:
@@ -189,7 +200,7 @@ def check_one_configuration(
     for record in sorted(records, key=lambda r: (r.task, r.method, r.seed)):
         cell = (record.task, record.method)
         other = first.setdefault(cell, record)
-        if record.preset != other.preset or record.config != other.config:
+        if record.preset != other.preset or not same_config(record.config, other.config):
             where = ""
             if paths is not None:
                 where = (
@@ -204,7 +215,8 @@ def check_one_configuration(
                     sorted(
                         k
                         for k in set(record.config) | set(other.config)
-                        if record.config.get(k) != other.config.get(k)
+                        if record.config.get(k, ADDED_FIELDS.get(k))
+                        != other.config.get(k, ADDED_FIELDS.get(k))
                     )
                 )
             )

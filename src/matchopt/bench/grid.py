@@ -28,6 +28,7 @@ from matchopt.methods.base import build_config
 from matchopt.records import (
     RunRecord,
     read_record,
+    same_config,
     summary_table,
     write_record,
 )
@@ -125,7 +126,7 @@ def finished_record(cell: Cell, out: Path) -> RunRecord | None:
         record = read_record(path)
     except MatchoptError as exc:
         raise MatchoptError(f"{exc}; delete it to rerun") from None
-    if record.preset != cell.preset or record.config != expected_config(cell):
+    if record.preset != cell.preset or not same_config(record.config, expected_config(cell)):
         raise MatchoptError(
             f"{path} was made with another preset or config (preset {record.preset!r}); "
             "use another --out folder or delete the record"

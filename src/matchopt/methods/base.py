@@ -265,6 +265,8 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
                 raise ConfigError(f.name, value, "must be a finite number")
             if (f.name == "lr" or f.name.endswith("_lr")) and value <= 0:
                 raise ConfigError(f.name, value, "a learning rate must be > 0")
+            if f.name.endswith("_scale") and value <= 0:
+                raise ConfigError(f.name, value, "a scale must be > 0")
             if f.name == "validation_fraction" and not 0 <= value <= 0.5:
                 raise ConfigError(f.name, value, "must be in [0, 0.5]")
         elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):

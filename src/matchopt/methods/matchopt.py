@@ -84,6 +84,8 @@ class MatchOptConfig:
     """Adam steps on the designs."""
     search_lr: float | None = None
     """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
+    search_lr_scale: float = 1.0
+    """Multiplies the search step size (``search_lr`` or its default); 1 = the paper."""
     init: str = field(default="topk", metadata={"choices": START_CHOICES})
     """Search starts: topk (paper), random offline rows, or gaussian N(0, I) (script, TF-Bind)."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
@@ -518,7 +520,8 @@ class MatchOpt(Method):
             self.model_,
             torch.from_numpy(starts),
             config.search_steps,
-            by_design_type(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001),
+            config.search_lr_scale
+            * by_design_type(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001),
         )
         return self.encoder_.decode_x(final.numpy())
 
