@@ -19,7 +19,8 @@ Read top to bottom:
 3. **Rules**: per scale the mean oracle p100/p50 per task and the mean p50 rank across tasks
    (the criterion written in the README before the study ran); ties go to the smaller scale.
 
-Outputs in ``out`` (atomic; a finished (task, seed) is kept and skipped on a rerun):
+Outputs in ``out`` (atomic; a finished (task, seed) is kept and skipped on a rerun, and the
+tables cover every finished seed of the named tasks made with the same settings):
 ``<task>/seed<k>.csv``, ``scales.csv`` (all rows), ``rules.csv`` (best first) and
 ``search-step.png`` (oracle p50 and p100 against the scale, per task).
 """
@@ -180,7 +181,18 @@ def run_search_step_study(
         atomic_write_bytes(path, frame.to_csv(index=False, float_format="%.6g").encode())
         frames.append(frame)
     bar.close()
+    # The tables cover every finished seed of these tasks under ``out`` made with the same
+    # settings, also by other commands (e.g. fewer seeds of an expensive task).
+    for task_name in dict.fromkeys(tasks):
+        for path in sorted((out / task_name).glob("seed*.csv")):
+            seed = int(path.stem.removeprefix("seed"))
+            settings_path = path.with_suffix(".settings.json")
+            if (task_name, seed) in jobs or not settings_path.is_file():
+                continue
+            if settings_path.read_text() == settings:
+                frames.append(pd.read_csv(path))
     frame = pd.concat(frames, ignore_index=True)
+    frame["scale"] = frame["scale"].astype(float)  # CSV writes 1.0 as 1
     rules = rule_table(frame)
     atomic_write_bytes(out / "scales.csv", frame.to_csv(index=False, float_format="%.6g").encode())
     atomic_write_bytes(out / "rules.csv", rules.to_csv(float_format="%.6g").encode())
