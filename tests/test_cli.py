@@ -107,6 +107,12 @@ def test_noreg_is_registered(tmp_path):
             f"results folder {__file__} is a file",
         ),
         (["run", "--task", "tfbind8"], "matchopt data fetch tfbind8"),
+        (["run", "--threads", "0"], "--threads 0: needs at least 1 thread"),
+        (["optimize", "x.csv", "--target", "y", "--threads", "two"], "whole number of threads"),
+        (
+            ["bench", "--tasks", "potts", "--methods", "random", "--out", "x", "--threads", "0"],
+            "--threads 0: needs at least 1 thread",
+        ),
         (["bogus"], "invalid choice"),
     ],
 )

@@ -18,6 +18,7 @@ from matchopt.errors import MatchoptError
 from matchopt.methods import METHODS, MatchOpt, MatchOptConfig, Method, make_method
 from matchopt.records import RunRecord
 from matchopt.runner import run
+from matchopt.runtime import default_threads, limit_threads, set_threads
 from matchopt.tasks import TASKS, Task, load_task
 
 __all__ = [
@@ -33,9 +34,12 @@ __all__ = [
     "TableOptimizer",
     "Task",
     "__version__",
+    "default_threads",
+    "limit_threads",
     "load_task",
     "make_method",
     "run",
+    "set_threads",
 ]
 
 

@@ -34,7 +34,7 @@ from matchopt.methods import METHODS, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
 from matchopt.records import summary_table, write_record
 from matchopt.report import FORMATS, write_report
-from matchopt.runtime import keep_freed_memory
+from matchopt.runtime import THREADS_ENV, check_threads, keep_freed_memory, set_threads
 from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, load_task, resolve_data_dir
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
 from matchopt.validation import SPLITS
@@ -72,6 +72,15 @@ def seed_number(text: str) -> int:
     return seed
 
 
+def add_threads_option(parser: argparse.ArgumentParser, what: str = "this run") -> None:
+    parser.add_argument(
+        "--threads",
+        default=None,
+        metavar="N",
+        help=f"compute threads of {what} (default: ${THREADS_ENV}, else half the cores, 1-4)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="matchopt", description="Offline black-box optimization (MATCH-OPT).")
     parser.add_argument("--version", action="version", version=f"matchopt {__version__}")
@@ -95,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument(
         "--download", action="store_true", help="fetch missing design-bench files first"
     )
+    add_threads_option(p_run)
 
     p_bench = sub.add_parser(
         "bench", help="run a grid of tasks x methods x seeds; resumable, one record per cell"
@@ -120,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="[METHOD.]KEY=VALUE",
         help="override a config field of every method that has it, or of one method",
     )
+    add_threads_option(p_bench, "each cell (default: as run, at most cores // workers)")
 
     p_report = sub.add_parser("report", help="tables and figures from a folder of records")
     p_report.add_argument("dir", help="results folder (records at any depth below it)")
@@ -135,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "gradient-error", help="Fig. 1: gradient error of MATCH-OPT vs regression on Shekel 4-d"
     )
     p_grad.add_argument("--out", default="study-gradient-error", help="folder for CSV and PNG")
+    add_threads_option(p_grad)
     p_grad.add_argument("--n-train", type=int, default=1000, help="training inputs from N(0, I)")
     p_grad.add_argument("--alphas", default="0.1,0.2,0.5,1.0", help="test inputs from N(0, a I)")
     p_grad.add_argument("--n-test", type=int, default=1000, help="test inputs per alpha")
@@ -161,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_check.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
     p_check.add_argument("--out", default="study-checkpoint-selection", help="folder for outputs")
+    add_threads_option(p_check)
 
     p_step = studies.add_parser(
         "search-step",
@@ -177,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_step.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
     p_step.add_argument("--out", default="study-search-step", help="folder for outputs")
+    add_threads_option(p_step)
 
     p_data = sub.add_parser("data", help="fetch design-bench data files or show which are here")
     data_sub = p_data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
@@ -217,7 +231,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for seed in seeds:
         print(f"[{task.name} / {args.method} / seed {seed} / {args.preset}]", file=sys.stderr)
         cell = Cell(args.task, args.method, seed, args.preset, tuple(sorted(overrides.items())))
-        record, designs = run_cell(cell, task, progress=True)  # a one-cell grid, in process
+        # A one-cell grid, in this process.
+        record, designs = run_cell(cell, task, progress=True, threads=args.threads)
         path = write_record(out, record, designs)
         records.append(record)
         if args.json:
@@ -253,6 +268,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         workers=args.workers,
         data_dir=args.data_dir,
         ray_address=args.ray_address,
+        threads=args.threads,
     )
     print(summary.text())
     if summary.interrupted:
@@ -441,11 +457,13 @@ def add_table_parsers(sub) -> None:
     )
     p_opt.add_argument("--out", default="proposals.csv", help="CSV or Parquet output file")
     p_opt.add_argument("--save-model", default=None, metavar="PATH", help="save the fitted model")
+    add_threads_option(p_opt)
 
     p_prop = sub.add_parser("propose", help="propose new rows with a model saved by optimize")
     p_prop.add_argument("--model", required=True, help="file written by optimize --save-model")
     p_prop.add_argument("--n", type=int, default=128, help="proposals to write (default 128)")
     p_prop.add_argument("--out", default="proposals.csv", help="CSV or Parquet output file")
+    add_threads_option(p_prop)
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -480,6 +498,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         preset=args.preset,
         overrides=parse_set_options(args.set),
         seed=args.seed,
+        threads=args.threads,
         oversample=args.oversample,
         progress=True,
     )
@@ -511,6 +530,8 @@ def cmd_propose(args: argparse.Namespace) -> int:
     out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES, inputs=[args.model])
     _check_count(args.n)
     optimizer = TableOptimizer.load(args.model)
+    if args.threads is not None:
+        optimizer.threads = check_threads(args.threads)
     fitted = f"{optimizer.method} fitted on {optimizer.source_}"
     print(f"[{args.model}: {fitted} / seed {optimizer.seed}]", file=sys.stderr)
     _propose_and_write(optimizer, args.n, out)
@@ -578,6 +599,8 @@ def _as_option(err: ConfigError) -> str:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if hasattr(args, "threads") and args.command != "bench":
+            set_threads(None if args.threads is None else check_threads(args.threads))
         return COMMANDS[args.command](args)
     except ConfigError as err:
         print(f"matchopt: error: {_as_option(err)}", file=sys.stderr)

@@ -13,8 +13,9 @@ import numpy as np
 from matchopt._version import __version__
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
-from matchopt.methods import make_method
+from matchopt.methods import Method, make_method
 from matchopt.records import RunRecord
+from matchopt.runtime import limit_threads
 from matchopt.tasks import Task, load_task
 
 N_DESIGNS = 128
@@ -29,16 +30,27 @@ def run(
     data_dir: str | os.PathLike | None = None,
     n_designs: int = N_DESIGNS,
     progress: bool = False,
+    threads: int | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Fit ``method`` on the task's offline data, propose ``n_designs``, score them.
 
-    The oracle is called once, on the designs the method returned.
+    The oracle is called once, on the designs the method returned. The run uses ``threads``
+    compute threads (default :func:`~matchopt.runtime.default_threads`; the record's
+    ``extra.environment.torch_threads`` says how many: they change summation order, so the
+    same seed gives the same designs with the same threads).
 
     Returns:
         The run record and the designs (n_designs x shape).
     """
     task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
     solver = make_method(method, preset, overrides, seed=seed, progress=progress)
+    with limit_threads(threads):
+        return _run(task_obj, solver, method, seed, preset, n_designs)
+
+
+def _run(
+    task_obj: Task, solver: Method, method: str, seed: int, preset: str, n_designs: int
+) -> tuple[RunRecord, np.ndarray]:
 
     start = time.perf_counter()
     solver.fit(task_obj.offline)

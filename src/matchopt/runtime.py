@@ -1,9 +1,14 @@
-"""Process-level settings for long training runs."""
+"""Process-level settings: compute threads, and malloc for long training runs."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from matchopt.errors import MatchoptError
 
 
 def keep_freed_memory() -> bool:
@@ -23,3 +28,74 @@ def keep_freed_memory() -> bool:
     m_trim_threshold, m_mmap_threshold = -1, -3
     limit = 1 << 30
     return bool(libc.mallopt(m_mmap_threshold, limit) and libc.mallopt(m_trim_threshold, limit))
+
+
+# --- Threads ----------------------------------------------------------------------------------
+
+#: Environment variable that sets the default number of compute threads of a matchopt process.
+THREADS_ENV = "MATCHOPT_THREADS"
+#: Most threads the default gives one run: matchopt's networks are small, and more threads than
+#: free cores make PyTorch's OpenMP threads wait on each other (measured 16x slower on a loaded
+#: 2-core machine; README: Threads).
+MAX_DEFAULT_THREADS = 4
+
+
+def default_threads() -> int:
+    """Compute threads of one run: ``$MATCHOPT_THREADS``, else half the cores (1 to 4).
+
+    Half the cores, so that a run leaves room for whatever else the machine does (a browser,
+    another run) instead of collapsing when it has to share; see the README's measurements.
+
+    Raises:
+        MatchoptError: ``$MATCHOPT_THREADS`` is not a whole number >= 1.
+    """
+    text = os.environ.get(THREADS_ENV, "").strip()
+    if text:
+        return check_threads(text, f"${THREADS_ENV}")
+    return max(1, min(MAX_DEFAULT_THREADS, (os.cpu_count() or 1) // 2))
+
+
+def check_threads(value: object, name: str = "--threads") -> int:
+    """``value`` as a thread count >= 1, or a one-line error naming ``name``."""
+    try:
+        threads = int(str(value).strip())
+    except ValueError:
+        raise MatchoptError(f"{name} {value!r}: expected a whole number of threads") from None
+    if threads < 1:
+        raise MatchoptError(f"{name} {value}: needs at least 1 thread")
+    return threads
+
+
+def set_threads(threads: int | None = None) -> int:
+    """Use ``threads`` (default :func:`default_threads`) compute threads in this process, for
+    PyTorch and every BLAS/OpenMP library (threadpoolctl), and in processes it starts.
+
+    Applications (the CLI, benchmark scripts) call this once; the library itself only limits
+    threads inside :func:`limit_threads` blocks. Returns the number set.
+    """
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threads = default_threads() if threads is None else check_threads(threads)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    torch.set_num_threads(threads)
+    threadpool_limits(limits=threads)
+    return threads
+
+
+@contextmanager
+def limit_threads(threads: int | None = None) -> Iterator[int]:
+    """Within the block, use ``threads`` compute threads (default :func:`default_threads`);
+    the previous settings come back after it. Yields the number used."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    threads = default_threads() if threads is None else check_threads(threads)
+    before = torch.get_num_threads()
+    with threadpool_limits(limits=threads):
+        torch.set_num_threads(threads)
+        try:
+            yield threads
+        finally:
+            torch.set_num_threads(before)

@@ -58,7 +58,11 @@ class CellOutcome:
 
 
 def run_cell(
-    cell: Cell, task: Task | None = None, data_dir: str | None = None, progress: bool = False
+    cell: Cell,
+    task: Task | None = None,
+    data_dir: str | None = None,
+    progress: bool = False,
+    threads: int | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Run one cell (``matchopt run`` runs each seed as one): its record and designs.
 
@@ -74,6 +78,7 @@ def run_cell(
         cell.preset,
         dict(cell.overrides),
         progress=progress,
+        threads=threads,
     )
     record.extra["cell_seconds"] = time.perf_counter() - start
     return record, designs
@@ -87,7 +92,7 @@ def execute_cell(cell: Cell, data_dir: str | None, threads: int) -> CellOutcome:
     torch.set_num_threads(max(1, threads))
     start = time.perf_counter()
     try:
-        record, designs = run_cell(cell, data_dir=data_dir)
+        record, designs = run_cell(cell, data_dir=data_dir, threads=max(1, threads))
     except Exception as exc:  # a failing cell is recorded and the grid goes on
         return CellOutcome(
             cell,

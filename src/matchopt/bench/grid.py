@@ -32,6 +32,7 @@ from matchopt.records import (
     summary_table,
     write_record,
 )
+from matchopt.runtime import check_threads, default_threads
 from matchopt.tasks import TASKS, resolve_data_dir
 
 BACKENDS = ("local", "ray")
@@ -186,6 +187,7 @@ def run_grid(
     data_dir: str | os.PathLike | None = None,
     ray_address: str | None = None,
     progress: bool = True,
+    threads: int | str | None = None,
 ) -> GridSummary:
     """Run every unfinished cell of ``grid`` and write its record (or error) under ``out``.
 
@@ -197,17 +199,23 @@ def run_grid(
         data_dir: design-bench data folder (default ``$MATCHOPT_DATA_DIR``).
         ray_address: Ray cluster address; ``None`` starts a local Ray instance.
         progress: show a progress bar over cells (with ETA) on stderr.
+        threads: compute threads of each cell; default :func:`~matchopt.runtime.default_threads`
+            but at most cores // workers (so that cells never share a core).
     """
     if backend not in BACKENDS:
         raise MatchoptError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ConfigError("workers", workers, "needs at least 1")
+    if threads is not None:
+        threads = check_threads(threads)
     grid.validate(data_dir)
     out = check_output_folder(out, "results folder")
     try:
         with file_lock(out / LOCK_FILE, wait=False):
-            return _run_unlocked(grid, out, backend, workers, data_dir, ray_address, progress)
+            return _run_unlocked(
+                grid, out, backend, workers, data_dir, ray_address, progress, threads
+            )
     except FileLocked as err:
         raise MatchoptError(
             f"another bench ({err.holder}) is running on {out}; wait for it to finish or use "
@@ -223,6 +231,7 @@ def _run_unlocked(
     data_dir: str | os.PathLike | None,
     ray_address: str | None,
     progress: bool,
+    threads: int | None,
 ) -> GridSummary:
     folder = resolve_data_dir(data_dir)
     data_dir_text = str(folder) if folder is not None else None
@@ -241,7 +250,8 @@ def _run_unlocked(
     # Threads per cell follow the whole grid, not the cells left: thread count changes BLAS
     # summation order, so a resumed grid must give a cell the threads of an uninterrupted run.
     workers = min(workers, max(1, len(cells)))
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    if threads is None:
+        threads = max(1, min(default_threads(), (os.cpu_count() or 1) // workers))
     bar = tqdm(
         total=len(cells),
         initial=len(summary.skipped),

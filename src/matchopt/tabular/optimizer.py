@@ -56,6 +56,7 @@ from matchopt.io import atomic_write_bytes
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import EnsembleConfig, GaussianEnsemble
+from matchopt.runtime import limit_threads
 from matchopt.state import load_state, state_bytes
 from matchopt.tabular.schema import (
     CSV_SUFFIXES,
@@ -200,6 +201,8 @@ class TableOptimizer:
         oversample: size of the top-up candidate pool, in multiples of ``n`` (used only when
             the method's own designs repeat measured rows or each other).
         progress: show training progress bars on stderr.
+        threads: compute threads of fit and propose (default
+            :func:`~matchopt.runtime.default_threads`: half the cores, 1 to 4).
 
     Attributes:
         schema_: the :class:`TableSchema` of the fitted table.
@@ -227,6 +230,7 @@ class TableOptimizer:
         seed: int = 0,
         oversample: int = 4,
         progress: bool = False,
+        threads: int | None = None,
     ):
         self.target = target
         self.features = features
@@ -241,6 +245,7 @@ class TableOptimizer:
         self.seed = seed
         self.oversample = oversample
         self.progress = progress
+        self.threads = threads
 
     # -- fitting --
 
@@ -257,6 +262,12 @@ class TableOptimizer:
             MatchoptError: bad options, a bad table (naming file, column, row, value), or too
                 few rows for the method.
         """
+        with limit_threads(self.threads):
+            return self._fit(data, source)
+
+    def _fit(
+        self, data: pd.DataFrame | str | os.PathLike, source: str | None = None
+    ) -> TableOptimizer:
         if isinstance(data, (str, os.PathLike)):
             source = source or str(data)
             frame = read_table(data)
@@ -362,6 +373,10 @@ class TableOptimizer:
         Warns:
             ProposalWarning: fewer than ``n`` new designs were found (the count is given).
         """
+        with limit_threads(self.threads):
+            return self._propose(n)
+
+    def _propose(self, n: int = 128) -> pd.DataFrame:
         self._check_fitted()
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise MatchoptError(f"the number of proposals must be a positive integer, got {n!r}")

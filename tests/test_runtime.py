@@ -1,0 +1,54 @@
+"""The thread policy (matchopt.runtime): one default for run, optimize, bench and the API."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from test_cli import matchopt
+
+from matchopt.errors import MatchoptError
+from matchopt.runner import run
+from matchopt.runtime import THREADS_ENV, default_threads, limit_threads
+
+
+def test_default_is_half_the_cores_at_most_four(monkeypatch):
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    for cores, expected in ((1, 1), (2, 1), (3, 1), (8, 4), (64, 4)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert default_threads() == expected
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert default_threads() == 3
+    monkeypatch.setenv(THREADS_ENV, "0")
+    with pytest.raises(MatchoptError, match=f"\\${THREADS_ENV} 0: needs at least 1 thread"):
+        default_threads()
+
+
+def test_limit_threads_restores_the_previous_setting():
+    before = torch.get_num_threads()
+    with limit_threads(1) as used:
+        assert used == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+
+
+def test_run_records_the_threads_it_used():
+    record, _ = run("potts", "random", threads=1)
+    assert record.extra["environment"]["torch_threads"] == 1
+
+
+def test_cli_threads_reach_the_record(tmp_path):
+    result = matchopt(
+        "run", "--method", "random", "--threads", "1", "--json", "--out", str(tmp_path)
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["extra"]["environment"]["torch_threads"] == 1
+    bench = tmp_path / "bench"
+    result = matchopt(
+        "bench", "--tasks", "potts", "--methods", "random", "--seeds", "0", "--threads", "1",
+        "--workers", "1", "--out", str(bench),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    record = json.loads((bench / "potts" / "random" / "seed0.json").read_text())
+    assert record["extra"]["environment"]["torch_threads"] == 1
