@@ -138,6 +138,13 @@ def test_tasks_and_methods_listing(tmp_path):
     assert "missing" in result.stdout and "embedded" in result.stdout
     result = matchopt("methods")
     assert result.returncode == 0 and "matchopt-noreg" in result.stdout
+    assert len(result.stdout.strip().splitlines()) < 25  # one line per method
+    result = matchopt("methods", "matchopt")
+    assert result.returncode == 0
+    assert "epochs = 200  [quick: 4" in result.stdout  # paper value, then other presets
+    assert "Training epochs; each draws" in result.stdout  # the field's docstring
+    result = matchopt("methods", "ga")
+    assert "n_models = 1 (fixed by this method)" in result.stdout
 
 
 def test_bench_report_and_study_commands(tmp_path):

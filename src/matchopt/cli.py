@@ -12,7 +12,7 @@
                       [--method M] [--n 128] [--out proposals.csv] [--save-model PATH] ...
     matchopt propose --model PATH [--n 128] [--out proposals.csv]
     matchopt tasks [--data-dir D]
-    matchopt methods
+    matchopt methods [NAME]
 
 Errors a user can cause print one line (``matchopt: error: ...``) and exit with status 2.
 """
@@ -212,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_tasks = sub.add_parser("tasks", help="list tasks and whether their data is present")
     p_tasks.add_argument("--data-dir", default=None)
-    sub.add_parser("methods", help="list methods and their configuration")
+    p_methods = sub.add_parser("methods", help="list methods, or one method's config fields")
+    p_methods.add_argument("name", nargs="?", default=None, metavar="NAME", help="a method")
     return parser
 
 
@@ -399,14 +400,51 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    for name, entry in METHODS.items():
-        print(f"{name}: {entry.summary}")
-        paper = build_config(entry, "paper")
-        quick = entry.cls.presets.get("quick", {})
-        for f in dataclasses.fields(paper):
-            note = f"  (quick: {quick[f.name]})" if f.name in quick else ""
-            print(f"    {f.name} = {getattr(paper, f.name)!r}{note}")
+    if args.name is None:
+        width = max(map(len, METHODS))
+        for name, entry in METHODS.items():
+            print(f"{name:{width}}  {entry.summary}")
+        print("\n`matchopt methods NAME` lists a method's config fields (--set KEY=VALUE).")
+        return 0
+    entry = get_method_entry(args.name)
+    print(f"{args.name}: {entry.summary}")
+    notes = field_docs(entry.cls.config_class)
+    paper = build_config(entry, "paper")
+    presets = {p: v for p, v in entry.cls.presets.items() if p != "paper" and v}
+    for f in dataclasses.fields(paper):
+        fixed = " (fixed by this method)" if f.name in entry.fixed else ""
+        others = "; ".join(f"{p}: {v[f.name]!r}" for p, v in presets.items() if f.name in v)
+        print(
+            f"  {f.name} = {getattr(paper, f.name)!r}{fixed}" + (f"  [{others}]" if others else "")
+        )
+        if notes.get(f.name):
+            print(f"      {notes[f.name]}")
+    print(f"presets: {', '.join(entry.cls.presets)}; values shown are the paper preset's")
     return 0
+
+
+def field_docs(config_class: type) -> dict[str, str]:
+    """Field name -> first line of the docstring written under it in the config's source."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(config_class)))
+    except (OSError, TypeError, SyntaxError):  # no source (e.g. a frozen build)
+        return {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for node, after in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = after.value.value.strip().splitlines()[0]
+    return docs
 
 
 def add_table_parsers(sub) -> None:

@@ -230,11 +230,19 @@ def check_one_configuration(
 # --- The summary table ---------------------------------------------------------------------------
 
 
-def summary_table(records: Sequence[RunRecord]) -> str:
+#: What the score columns mean, in one line (printed under summary tables).
+SCORE_NOTE = (
+    "p100 / p50: best and median normalized score of the designs, (y - y_min) / (y_max - y_min) "
+    "over the task's full dataset; offline best: the best offline row's; mean +- std over seeds"
+)
+
+
+def summary_table(records: Sequence[RunRecord], explain: bool = True) -> str:
     """Markdown table, one row per (task, method, preset): mean +- std over seeds.
 
-    Population std (ddof 0, as design-baselines reports) of p100 and p50, the offline best and
-    the mean fit + search seconds per seed.
+    Population std (ddof 0, as design-baselines reports) of p100 and p50 (std only with two
+    seeds or more), the offline best and the mean fit + search seconds per seed; with
+    ``explain``, :data:`SCORE_NOTE` under the table.
     """
     groups: dict[tuple[str, str, str], list[RunRecord]] = {}
     for record in records:
@@ -251,8 +259,12 @@ def summary_table(records: Sequence[RunRecord]) -> str:
             f"| {_mean_std([r.p50 for r in group])} | {group[0].offline_best:.3f} "
             f"| {np.mean([r.wall_seconds for r in group]):.1f} |"
         )
+    if explain:
+        lines += ["", SCORE_NOTE]
     return "\n".join(lines)
 
 
 def _mean_std(values: list[float]) -> str:
+    if len(values) < 2:  # one seed has no spread to report
+        return f"{np.mean(values):.3f}"
     return f"{np.mean(values):.3f} +- {np.std(values):.3f}"
