@@ -34,6 +34,13 @@ def test_styblinski_tang_gradient_matches_finite_differences():
     np.testing.assert_allclose(StyblinskiTang.gradient(x), numeric, rtol=1e-5, atol=1e-5)
     best = np.full((1, 10), StyblinskiTang.optimum_x)
     assert StyblinskiTang.function(best)[0] == pytest.approx(StyblinskiTang.optimum_value)
+    # BoTorch's function and autograd agree with the closed forms (float64 round-off: terms of
+    # size x^4 <= 256, summed over 10 coordinates).
+    x = np.random.default_rng(1).uniform(-6, 6, size=(50, 10))
+    closed = -0.5 * np.sum(x**4 - 16 * x**2 + 5 * x, axis=1)
+    np.testing.assert_allclose(StyblinskiTang.function(x), closed, rtol=0, atol=1e-11)
+    closed_gradient = -0.5 * (4 * x**3 - 32 * x + 5)
+    np.testing.assert_allclose(StyblinskiTang.gradient(x), closed_gradient, rtol=0, atol=1e-11)
 
 
 def test_potts_optimum_is_exact():

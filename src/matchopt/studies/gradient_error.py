@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,37 +60,35 @@ COLORS = {"match-opt": "tab:orange", "regression": "tab:blue"}
 
 # --- 1. Target: the negated Shekel function ---------------------------------------------------
 
-#: Centers c_i (rows, m x 4) of the standard 4-d Shekel function (Shekel 1971; the common
-#: test-function table with 3.6 in the last center).
-SHEKEL_CENTERS = np.array(
-    [
-        [4.0, 4.0, 4.0, 4.0],
-        [1.0, 1.0, 1.0, 1.0],
-        [8.0, 8.0, 8.0, 8.0],
-        [6.0, 6.0, 6.0, 6.0],
-        [3.0, 7.0, 3.0, 7.0],
-        [2.0, 9.0, 2.0, 9.0],
-        [5.0, 3.0, 5.0, 3.0],
-        [8.0, 1.0, 8.0, 1.0],
-        [6.0, 2.0, 6.0, 2.0],
-        [7.0, 3.6, 7.0, 3.6],
-    ]
-)
-#: Widths beta_i (m,) of the standard Shekel function.
-SHEKEL_BETA = 0.1 * np.array([1.0, 2.0, 2.0, 4.0, 4.0, 6.0, 3.0, 7.0, 5.0, 5.0])
+#: Dimension of the Shekel function (BoTorch's ``Shekel`` is 4-d).
+SHEKEL_DIM = 4
 
 
-def _check_shekel_inputs(x: np.ndarray) -> np.ndarray:
+@lru_cache(maxsize=1)
+def _shekel_function():
+    """BoTorch's ``Shekel(m=10)``, negated: ``sum_i 1 / (||x - c_i||^2 + beta_i)``.
+
+    The library of record (the standard centers and widths, 3.6 in the last center). BoTorch
+    keeps the constants in float32, so values differ from the float64 formula by up to about
+    4e-8 (on values up to 10.54); ``tests/test_study_gradient_error.py`` checks both.
+    """
+    from botorch.test_functions import Shekel
+
+    # Unbounded: BoTorch refuses points outside the usual [0, 10]^4 box, where the study also
+    # measures gradients; the function is defined everywhere.
+    return Shekel(m=10, negate=True, bounds=[(-math.inf, math.inf)] * SHEKEL_DIM)
+
+
+def _check_shekel_inputs(x: np.ndarray) -> torch.Tensor:
     x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 2 or x.shape[1] != SHEKEL_CENTERS.shape[1]:
-        raise MatchoptError(f"Shekel inputs must have shape (n, 4), got {x.shape}")
-    return x
+    if x.ndim != 2 or x.shape[1] != SHEKEL_DIM:
+        raise MatchoptError(f"Shekel inputs must have shape (n, {SHEKEL_DIM}), got {x.shape}")
+    return torch.from_numpy(x)
 
 
 def shekel(x: np.ndarray) -> np.ndarray:
-    """Negated Shekel function ``g(x) = sum_i 1 / (||x - c_i||^2 + beta_i)`` (to be maximized).
-
-    The usual Shekel function is ``-g`` (minimized, minimum about -10.536 at x = (4, 4, 4, 4)).
+    """Negated Shekel function (to be maximized; the usual Shekel minimum is about -10.536
+    at x = (4, 4, 4, 4)).
 
     Args:
         x: inputs (n x 4).
@@ -96,24 +96,19 @@ def shekel(x: np.ndarray) -> np.ndarray:
     Returns:
         Values (n,), float64.
     """
-    x = _check_shekel_inputs(x)
-    sq = ((x[:, None, :] - SHEKEL_CENTERS[None]) ** 2).sum(-1)  # (n x m)
-    return (1.0 / (sq + SHEKEL_BETA)).sum(-1)
+    with torch.no_grad():
+        return _shekel_function()(_check_shekel_inputs(x)).double().numpy()
 
 
 def shekel_gradient(x: np.ndarray) -> np.ndarray:
-    """Analytic gradient of :func:`shekel`: ``sum_i -2 (x - c_i) / (||x - c_i||^2 + beta_i)^2``.
+    """Gradient of :func:`shekel` by autograd (n x 4, float64).
 
     Args:
         x: inputs (n x 4).
-
-    Returns:
-        Gradients (n x 4), float64.
     """
-    x = _check_shekel_inputs(x)
-    diff = x[:, None, :] - SHEKEL_CENTERS[None]  # (n x m x 4)
-    denom = (diff**2).sum(-1) + SHEKEL_BETA  # (n x m)
-    return (-2.0 * diff / denom[..., None] ** 2).sum(1)
+    inputs = _check_shekel_inputs(x).requires_grad_(True)
+    (grad,) = torch.autograd.grad(_shekel_function()(inputs).sum(), inputs)
+    return grad.double().numpy()
 
 
 # --- 2. Surrogates ------------------------------------------------------------------------------
@@ -352,7 +347,7 @@ def run_gradient_error_study(
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise MatchoptError(f"output folder {out_dir} exists and is not a folder")
-    dim = SHEKEL_CENTERS.shape[1]
+    dim = SHEKEL_DIM
 
     x_train = np.random.default_rng([seed, 0]).standard_normal((n_train, dim))
     data = OfflineData(x_train, shekel(x_train), DesignSpace.continuous(dim))

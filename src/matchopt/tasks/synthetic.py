@@ -8,11 +8,27 @@ design better than every sampled one scores above 1.
 
 from __future__ import annotations
 
+import math
+from functools import lru_cache
+
 import numpy as np
+import torch
 
 from matchopt.data import DesignSpace
 from matchopt.tasks.base import Task
 from matchopt.tasks.shards import offline_mask
+
+
+@lru_cache(maxsize=4)
+def _styblinski_tang(dim: int):
+    """BoTorch's Styblinski-Tang in ``dim`` dimensions, negated (to be maximized).
+
+    Unbounded: BoTorch refuses designs outside [-5, 5]^d, which a search may propose and the
+    oracle must still score (the function is defined everywhere).
+    """
+    from botorch.test_functions import StyblinskiTang as BoTorchStyblinskiTang
+
+    return BoTorchStyblinskiTang(dim=dim, negate=True, bounds=[(-math.inf, math.inf)] * dim)
 
 
 class StyblinskiTang(Task):
@@ -24,7 +40,7 @@ class StyblinskiTang(Task):
     """
 
     name = "styblinski-tang"
-    summary = "negated Styblinski-Tang, 10-d continuous, analytic gradient (embedded)"
+    summary = "negated Styblinski-Tang, 10-d continuous, known gradient (embedded)"
     space = DesignSpace.continuous(10)
     offline_size = 2_500
     embedded = True
@@ -42,14 +58,17 @@ class StyblinskiTang(Task):
 
     @staticmethod
     def function(x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        return -0.5 * np.sum(x**4 - 16 * x**2 + 5 * x, axis=-1)
+        """Values (n,) in float64: BoTorch's ``StyblinskiTang(negate=True)``."""
+        x = torch.as_tensor(np.asarray(x, dtype=np.float64))
+        with torch.no_grad():
+            return _styblinski_tang(x.shape[-1])(x).numpy()
 
     @staticmethod
     def gradient(x: np.ndarray) -> np.ndarray:
-        """Analytic gradient of :meth:`function` (n x d)."""
-        x = np.asarray(x, dtype=np.float64)
-        return -0.5 * (4 * x**3 - 32 * x + 5)
+        """Gradient of :meth:`function` (n x d), by autograd through BoTorch's function."""
+        x = torch.as_tensor(np.asarray(x, dtype=np.float64)).requires_grad_(True)
+        (grad,) = torch.autograd.grad(_styblinski_tang(x.shape[-1])(x).sum(), x)
+        return grad.numpy()
 
     def _score(self, designs: np.ndarray) -> np.ndarray:
         return self.function(designs)
