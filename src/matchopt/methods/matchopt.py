@@ -107,11 +107,14 @@ QUICK = {"hidden": (64, 32, 16), "epochs": 4, "search_steps": 20, "trajectory_le
 #: ``matchopt study checkpoint-selection`` on the development tasks (potts, styblinski-tang,
 #: hopper-local; README: Checkpoint selection) before any TF-Bind-8 run: 10% of the rows held out
 #: (random, stratified by rank), scored every 10 epochs, the epoch of least held-out MSE kept.
+#: Second version: the search step x 4, frozen from ``matchopt study search-step`` on the same
+#: development tasks (README: Search step) before the second TF-Bind-8 run.
 VALIDATED = {
     "validation_fraction": 0.1,
     "validation_split": "random",
     "validation_every": 10,
     "selection": "mse",
+    "search_lr_scale": 4.0,
 }
 #: At most this many held-out trajectories enter the validation matching loss: it needs input
 #: gradients, and more would make validation cost more than a few percent of training.
