@@ -76,7 +76,13 @@ def test_numeric_table_proposals_in_range_ranked_new(tmp_path):
     frame = numeric_frame()
     opt = TableOptimizer(target="y", method="random", preset="quick", seed=0).fit(frame)
     proposals = opt.propose(20)
-    assert list(proposals.columns) == ["a", "b", "predicted_y", "nearest_euclidean"]
+    assert list(proposals.columns) == [
+        "a",
+        "b",
+        "predicted_y",
+        "predicted_y_std",
+        "nearest_euclidean",
+    ]
     assert len(proposals) == 20
     assert proposals["a"].between(frame["a"].min(), frame["a"].max()).all()
     assert proposals["b"].dtype == np.int64  # every observed b is a whole number
@@ -147,7 +153,7 @@ def test_sequence_table_letters_lengths_hamming():
     ).fit(frame)
     assert opt.schema_.ignored == ("id",)
     proposals = opt.propose(12)
-    assert list(proposals.columns) == ["seq", "predicted_y", "nearest_hamming"]
+    assert list(proposals.columns) == ["seq", "predicted_y", "predicted_y_std", "nearest_hamming"]
     assert all(len(s) == 6 and set(s) <= set("ACGT") for s in proposals["seq"])
     assert proposals["nearest_hamming"].dtype == np.int64
     assert (proposals["nearest_hamming"] >= 1).all()
@@ -571,7 +577,14 @@ def test_cli_optimize_then_propose_from_saved_model_is_identical(tmp_path):
     assert result.returncode == 0, result.stderr
     assert first.read_bytes() == second.read_bytes()
     proposals = pd.read_csv(first)
-    assert list(proposals.columns) == ["a", "b", "solvent", "predicted_y", "nearest_euclidean"]
+    assert list(proposals.columns) == [
+        "a",
+        "b",
+        "solvent",
+        "predicted_y",
+        "predicted_y_std",
+        "nearest_euclidean",
+    ]
 
 
 @pytest.mark.parametrize("link", ["same", "hard", "symbolic"])
@@ -614,3 +627,63 @@ def test_standardizer_of_huge_values_matches_the_scaled_moments():
     np.testing.assert_allclose(fitted.mean / 1e300, small.mean, rtol=1e-12)
     np.testing.assert_allclose(fitted.std / 1e300, small.std, rtol=1e-12)
     np.testing.assert_allclose(fitted.inverse(fitted.transform(y)), y, rtol=1e-12)
+
+
+# --- Proposals a scientist can trust -------------------------------------------------------------
+
+
+def test_proposals_carry_an_ensemble_spread_and_the_fit_is_measured_on_held_out_rows():
+    opt = TableOptimizer(target="y", method="ga", preset="quick", seed=0).fit(numeric_frame(80))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProposalWarning)
+        proposals = opt.propose(8)
+    spread = proposals["predicted_y_std"]
+    assert np.isfinite(spread).all() and (spread >= 0).all() and (spread > 0).any()
+    quality = opt.fit_quality_
+    assert quality["n_test"] == 16 and -1 <= quality["spearman"] <= 1 and quality["r2"] <= 1
+    assert "80%" in quality["what"]
+    # MATCH-OPT with validation reports its own held-out rows (no second fit).
+    validated = TableOptimizer(
+        target="y", preset="validated-quick", overrides={"trajectory_length": 8}, seed=0
+    ).fit(numeric_frame(80))
+    assert "own held-out rows" in validated.fit_quality_["what"]
+    assert validated.fit_quality_["n_test"] == len(validated.method_.validator_.y)
+
+
+def test_min_distance_and_diversity_hold_in_the_proposals():
+    frame = sequence_frame(n=120, length=8)
+    opt = TableOptimizer(
+        target="y", sequence="seq", method="random", preset="quick", seed=1,
+        min_distance=3, diversity=4,
+    ).fit(frame)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProposalWarning)
+        proposals = opt.propose(12)
+    assert len(proposals) >= 1 and (proposals["nearest_hamming"] >= 3).all()
+    seqs = [np.array(list(s)) for s in proposals["seq"]]
+    for i in range(len(seqs)):
+        for j in range(i):
+            assert (seqs[i] != seqs[j]).sum() >= 4
+    with pytest.raises(MatchoptError, match="min_distance must be a number >= 0"):
+        TableOptimizer(target="y", method="random", min_distance=-1).fit(numeric_frame())
+
+
+def test_a_warning_when_predictions_fall_below_the_best_measured_value():
+    opt = TableOptimizer(target="y", method="ga", preset="quick", seed=0).fit(numeric_frame(80))
+    best = numeric_frame(80)["y"].max()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProposalWarning)
+        proposals = opt.propose(8)
+    shrunk = [w for w in caught if "below the best measured value" in str(w.message)]
+    assert bool(shrunk) == (proposals["predicted_y"].max() < best)
+
+
+def test_no_possible_proposal_is_an_error_and_writes_nothing(capsys, tmp_path):
+    # Every sequence of 2 letters of AB is measured: nothing new can be proposed.
+    path = tmp_path / "all.csv"
+    pd.DataFrame({"s": ["AA", "AB", "BA", "BB"] * 3, "y": np.arange(12.0)}).to_csv(
+        path, index=False
+    )
+    code, _, err = optimize(capsys, path, "--target", "y", "--sequence", "s")
+    assert code == 2 and "no proposal could be made" in err
+    assert not (tmp_path / "out.csv").exists()

@@ -495,6 +495,20 @@ def add_table_parsers(sub) -> None:
     )
     p_opt.add_argument("--out", default="proposals.csv", help="CSV or Parquet output file")
     p_opt.add_argument("--save-model", default=None, metavar="PATH", help="save the fitted model")
+    p_opt.add_argument(
+        "--min-distance",
+        type=float,
+        default=0.0,
+        metavar="D",
+        help="proposals at least D from every measured row (differing positions, or std units)",
+    )
+    p_opt.add_argument(
+        "--diversity",
+        type=float,
+        default=0.0,
+        metavar="D",
+        help="proposals at least D from each other (same units; best predicted kept first)",
+    )
     add_threads_option(p_opt)
 
     p_prop = sub.add_parser("propose", help="propose new rows with a model saved by optimize")
@@ -538,6 +552,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         seed=args.seed,
         threads=args.threads,
         oversample=args.oversample,
+        min_distance=args.min_distance,
+        diversity=args.diversity,
         progress=True,
     )
     build_config(
@@ -552,6 +568,13 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     )
     if schema.ignored:
         print(f"  ignored columns: {', '.join(schema.ignored)}", file=sys.stderr)
+    quality = optimizer.fit_quality_
+    if quality is not None:
+        print(
+            f"  held-out fit: Spearman {quality['spearman']:.2f}, R^2 {quality['r2']:.2f} on "
+            f"{quality['n_test']} rows ({quality['what']})",
+            file=sys.stderr,
+        )
     model_bytes = optimizer.to_bytes() if model_path is not None else None
     _propose_and_write(optimizer, args.n, out)
     if model_path is not None:
@@ -601,6 +624,11 @@ def _propose_and_write(optimizer, n: int, out: Path) -> None:
             warnings.showwarning(
                 warning.message, warning.category, warning.filename, warning.lineno
             )
+    if len(proposals) == 0:
+        raise MatchoptError(
+            f"no proposal could be made ({optimizer.n_candidates_} candidates, all repeating "
+            "measured rows or filtered out); nothing written"
+        )
     write_table(proposals, out)
     print(f"  ranked by {optimizer.ranking_}", file=sys.stderr)
     if len(proposals):

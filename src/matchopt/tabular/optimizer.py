@@ -65,6 +65,7 @@ from matchopt.tabular.schema import (
     check_column_names,
     read_table,
 )
+from matchopt.validation import ranking_metrics
 
 #: Suffixes proposals can be written as.
 OUTPUT_SUFFIXES = CSV_SUFFIXES + PARQUET_SUFFIXES
@@ -203,13 +204,23 @@ class TableOptimizer:
         progress: show training progress bars on stderr.
         threads: compute threads of fit and propose (default
             :func:`~matchopt.runtime.default_threads`: half the cores, 1 to 4).
+        min_distance: keep only proposals at least this far from every measured row (in the
+            units of the distance column: differing positions, or std units).
+        diversity: keep the proposals at least this far from each other (same units; greedy,
+            best predicted first).
 
     Attributes:
         schema_: the :class:`TableSchema` of the fitted table.
         method_: the fitted :class:`~matchopt.methods.base.Method`.
         data_: the table as :class:`~matchopt.data.OfflineData` (target negated if minimizing).
-        ranker_: ranking ensemble (None when the method's own ``predict`` ranks).
+        ensemble_: an ensemble of Gaussian MLPs fitted on the table: the spread of its members
+            is each proposal's ``predicted_<target>_std``; it also ranks proposals of methods
+            without a surrogate.
+        ranker_: ``ensemble_`` when it ranks proposals, None when the method's own
+            ``predict`` ranks.
         ranking_: which surrogate ranks proposals, in words.
+        fit_quality_: how well the ranking surrogate predicts rows it was not fitted on:
+            ``spearman``, ``r2``, ``n_test`` and ``what`` (in words); None for tiny tables.
         source_: the table's name in messages (its path, or "data").
         n_candidates_: candidate designs the last :meth:`propose` call looked at.
     """
@@ -231,6 +242,8 @@ class TableOptimizer:
         oversample: int = 4,
         progress: bool = False,
         threads: int | None = None,
+        min_distance: float = 0.0,
+        diversity: float = 0.0,
     ):
         self.target = target
         self.features = features
@@ -246,6 +259,8 @@ class TableOptimizer:
         self.oversample = oversample
         self.progress = progress
         self.threads = threads
+        self.min_distance = min_distance
+        self.diversity = diversity
 
     # -- fitting --
 
@@ -315,30 +330,90 @@ class TableOptimizer:
             schema.encode(frame, source), schema.scores(frame, source), schema.space
         )
 
+        for name, value in (("min_distance", self.min_distance), ("diversity", self.diversity)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (np.isfinite(value) and value >= 0)
+            ):
+                raise MatchoptError(f"{name} must be a number >= 0, got {value!r}")
+
         method = entry.cls(config, seed=self.seed, progress=self.progress)
         method.fit(data_)
-        self.ranker_ = None
+        self.ensemble_encoder_, self.ensemble_ = self._fit_ensemble(data_)
+        params = self._ensemble_params()
+        ensemble_words = (
+            f"an ensemble of {params.n_models} Gaussian MLPs (hidden {params.hidden}, "
+            f"{params.epochs} epochs)"
+        )
         if method.has_surrogate:
+            self.ranker_ = None
             self.ranking_ = f"{self.method}'s own surrogate"
         else:
-            self._fit_ranker(data_)
+            self.ranker_ = self.ensemble_
+            self.ranking_ = f"{ensemble_words} fitted for ranking ({self.method} has no surrogate)"
+        self.fit_quality_ = self._fit_quality(method, data_, ensemble_words)
         self.schema_, self.method_, self.data_, self.source_ = schema, method, data_, source
         return self
 
-    def _fit_ranker(self, data: OfflineData) -> None:
-        params = RANKER_PRESETS["quick" if self.preset_.endswith("quick") else "paper"]
-        self.ranker_encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        self.ranker_ = GaussianEnsemble.from_config(
-            torch.from_numpy(self.ranker_encoder_.encode_x(data.x)),
-            torch.from_numpy(self.ranker_encoder_.encode_y(data.y)),
-            params,
+    def _ensemble_params(self) -> EnsembleConfig:
+        return RANKER_PRESETS["quick" if self.preset_.endswith("quick") else "paper"]
+
+    def _fit_ensemble(self, data: OfflineData) -> tuple[DesignEncoder, GaussianEnsemble]:
+        encoder = DesignEncoder(data.space).fit(data.x, data.y)
+        ensemble = GaussianEnsemble.from_config(
+            torch.from_numpy(encoder.encode_x(data.x)),
+            torch.from_numpy(encoder.encode_y(data.y)),
+            self._ensemble_params(),
             self.seed,
             self.progress,
         )
-        self.ranking_ = (
-            f"an ensemble of {params.n_models} Gaussian MLPs (hidden {params.hidden}, "
-            f"{params.epochs} epochs) fitted for ranking ({self.method} has no surrogate)"
-        )
+        return encoder, ensemble
+
+    def _fit_quality(
+        self, method: Any, data: OfflineData, ensemble_words: str
+    ) -> dict[str, Any] | None:
+        """Spearman and R^2 of the ranking surrogate on rows it was not fitted on.
+
+        MATCH-OPT with validation reports its own held-out rows at the selected epoch (free);
+        otherwise an ensemble like ``ensemble_`` is fitted on a seeded 80% of the rows and
+        scored on the other 20%.
+        """
+        report = method.fit_report() if method.has_surrogate else {}
+        curves = report.get("validation") or {}
+        if curves.get("spearman") and getattr(method, "validator_", None) is not None:
+            epochs = curves["epoch"]
+            at = (
+                epochs.index(report["selected_epoch"]) if report["selected_epoch"] in epochs else -1
+            )
+            held_out = np.asarray(method.validator_.y, dtype=np.float64)
+            variance = float(held_out.var())
+            return {
+                "spearman": float(curves["spearman"][at]),
+                "r2": 1.0 - float(curves["mse"][at]) / variance if variance > 0 else float("nan"),
+                "n_test": len(held_out),
+                "what": f"{self.method}'s own held-out rows at its selected epoch",
+            }
+        n_test = len(data) // 5
+        if n_test < 5:
+            return None
+        rng = np.random.default_rng([self.seed, 5])
+        test = np.zeros(len(data), dtype=bool)
+        test[rng.choice(len(data), size=n_test, replace=False)] = True
+        train = OfflineData(data.x[~test], data.y[~test], data.space)
+        encoder, ensemble = self._fit_ensemble(train)
+        with torch.no_grad():
+            predicted = ensemble.predict_mean(torch.from_numpy(encoder.encode_x(data.x[test])))
+        # In z-scored units: Spearman and R^2 are unchanged, and huge targets cannot overflow.
+        actual = encoder.encode_y(data.y[test])
+        metrics = ranking_metrics(predicted.numpy(), actual)
+        variance = float(np.var(actual))
+        return {
+            "spearman": metrics["spearman"],
+            "r2": 1.0 - metrics["mse"] / variance if variance > 0 else float("nan"),
+            "n_test": int(n_test),
+            "what": f"{ensemble_words} fitted on a seeded 80% of the rows, scored on the rest",
+        }
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "method_"):
@@ -350,10 +425,14 @@ class TableOptimizer:
         """Predictions as matchopt maximizes them (negated target when minimizing)."""
         if self.ranker_ is None:
             return np.asarray(self.method_.predict(designs), dtype=np.float64)
-        features = torch.from_numpy(self.ranker_encoder_.encode_x(designs))
+        return self._ensemble_members(designs).mean(0)
+
+    def _ensemble_members(self, designs: np.ndarray) -> np.ndarray:
+        """Each ensemble member's predicted mean (n_models x n), in matchopt's units."""
+        features = torch.from_numpy(self.ensemble_encoder_.encode_x(designs))
         with torch.no_grad():
-            out = self.ranker_.predict_mean(features).numpy()
-        return self.ranker_encoder_.decode_y(out)
+            members = self.ensemble_.member_means(features).numpy()
+        return self.ensemble_encoder_.decode_y(members.reshape(-1)).reshape(members.shape)
 
     def _propose_designs(self, count: int) -> np.ndarray:
         designs = self.method_.propose_up_to(count)
@@ -412,26 +491,58 @@ class TableOptimizer:
             return pool.empty()
         designs, table = pool.designs(), pool.table()
         predicted = self._predict(designs)
-        # The method's own designs stay; the best-predicted extra candidates fill the rest.
+        schema = self.schema_
+        distances = schema.nearest_distances(designs, self.data_.x)
+        # The method's own designs come first; the best-predicted extra candidates fill the rest.
         extra = np.arange(len(own), len(designs))
-        extra = extra[np.argsort(-predicted[extra], kind="stable")][: n - len(own)]
-        chosen = np.concatenate([np.arange(len(own)), extra])
+        ranked_extra = extra[np.argsort(-predicted[extra], kind="stable")]
+        order = np.concatenate([np.arange(len(own)), ranked_extra])
+        order = order[distances[order] >= self.min_distance]
+        chosen = self._diverse(designs, order, n)
         chosen = chosen[np.argsort(-predicted[chosen], kind="stable")]
         out = table.iloc[chosen].reset_index(drop=True)
-        schema = self.schema_
         out[schema.prediction_name] = schema.user_scores(predicted[chosen])
-        distances = schema.nearest_distances(designs[chosen], self.data_.x)
+        # Spread of the ensemble's members: the same in the user's sign.
+        out[f"{schema.prediction_name}_std"] = self._ensemble_members(designs[chosen]).std(0)
         out[schema.distance_name] = (
-            distances.astype(np.int64) if schema.sequence is not None else distances
+            distances[chosen].astype(np.int64) if schema.sequence is not None else distances[chosen]
         )
         if len(out) < n:
+            why = "repeat measured rows or each other"
+            if self.min_distance or self.diversity:
+                why += " or are closer than min_distance / diversity allow"
             warnings.warn(
                 f"only {len(out)} new designs (asked for {n}): the {pool.candidates} "
-                f"candidates of {self.method} repeat measured rows or each other",
+                f"candidates of {self.method} {why}",
+                ProposalWarning,
+                stacklevel=2,
+            )
+        if len(out) and predicted[chosen].max() < self.data_.y.max():
+            best = schema.user_scores(np.array([self.data_.y.max()]))[0]
+            top = out[schema.prediction_name].iloc[0]
+            warnings.warn(
+                f"the surrogate predicts at most {top:.4g} for the proposals, below the best "
+                f"measured value {best:.4g}: its predictions are shrunk toward the mean (or the "
+                "proposals are worse); read them as a ranking, not as expected values",
                 ProposalWarning,
                 stacklevel=2,
             )
         return out
+
+    def _diverse(self, designs: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+        """The first ``n`` of ``order`` that are at least ``diversity`` from each other."""
+        if not self.diversity:
+            return order[:n]
+        kept: list[int] = []
+        for index in order:
+            if len(kept) == n:
+                break
+            if not kept or (
+                self.schema_.nearest_distances(designs[index : index + 1], designs[kept])[0]
+                >= self.diversity
+            ):
+                kept.append(int(index))
+        return np.asarray(kept, dtype=np.int64)
 
     # -- saving --
 
@@ -503,6 +614,7 @@ class _Pool:
     def empty(self) -> pd.DataFrame:
         out = self.table().iloc[:0].copy()
         out[self.schema.prediction_name] = np.array([], dtype=np.float64)
+        out[f"{self.schema.prediction_name}_std"] = np.array([], dtype=np.float64)
         discrete = self.schema.sequence is not None
         out[self.schema.distance_name] = np.array([], dtype=np.int64 if discrete else np.float64)
         return out
