@@ -153,13 +153,16 @@ def percentile_curves(
     """MNR and mean normalized score of every method at each percentile (paper Fig. 3).
 
     Returns:
-        Columns q, method, mnr, mean_score; ``mean_score`` averages, over the tasks a method
-        has, its mean score over seeds on each task.
+        Columns q, method, mnr, mean_score, score_std, n_tasks; ``mean_score`` averages, over
+        the tasks a method has, its mean score over seeds on each task; ``score_std`` averages
+        the std over seeds the same way (the band of the figure); ``n_tasks`` counts them.
     """
     summary = summarize(records_frame(records, percentiles))
     parts = []
     for q in check_percentiles(percentiles):
         means = mean_matrix(summary, q)
+        rows = summary[summary["q"] == float(q)]
+        stds = rows.pivot(index="task", columns="method", values="std").reindex_like(means)
         parts.append(
             pd.DataFrame(
                 {
@@ -167,6 +170,8 @@ def percentile_curves(
                     "method": means.columns,
                     "mnr": mean_normalized_rank(means).to_numpy(),
                     "mean_score": means.mean(axis=0, skipna=True).to_numpy(),
+                    "score_std": stds.mean(axis=0, skipna=True).to_numpy(),
+                    "n_tasks": means.count(axis=0).to_numpy(),
                 }
             )
         )
@@ -491,10 +496,32 @@ def write_report(
 # --------------------------------------------------------------------------- figures
 
 
-def _method_colour(i: int) -> tuple[float, float, float, float]:
+#: The method the figures emphasize (thick black line, drawn on top).
+EMPHASIZED = "matchopt"
+_LINE_STYLES = ("-", "--", "-.", ":")
+
+
+def method_styles(methods: Sequence[str]) -> dict[str, dict]:
+    """Line style of every method: distinct (colour, dash) pairs, matchopt emphasized.
+
+    Colours come from the 10 distinct hues of tab10 (not tab20, whose pairs are two shades of
+    one hue); after 10 methods the dash pattern changes, so no two methods look alike.
+    """
     from matplotlib import colormaps
 
-    return colormaps["tab20"](i)
+    palette = colormaps["tab10"]
+    styles = {}
+    others = [m for m in sorted(methods) if m != EMPHASIZED]
+    for i, method in enumerate(others):
+        styles[method] = {
+            "color": palette(i % 10),
+            "linestyle": _LINE_STYLES[(i // 10) % len(_LINE_STYLES)],
+            "linewidth": 1.4,
+            "zorder": 2,
+        }
+    if EMPHASIZED in methods:
+        styles[EMPHASIZED] = {"color": "black", "linestyle": "-", "linewidth": 2.8, "zorder": 5}
+    return styles
 
 
 def _new_figure(width: float, height: float, ncols: int = 1):
@@ -543,12 +570,34 @@ def write_figures(
         written.extend([out / f"{stem}.png", out / f"{stem}.csv"])
 
     curves = percentile_curves(records)
+    styles = method_styles(curves["method"].unique())
+    all_tasks = len({r.task for r in records})
     figure, (ax_mnr, ax_score) = _new_figure(11, 4.2, ncols=2)
-    for i, (method, rows) in enumerate(curves.groupby("method", sort=True)):
-        # Up to 20 methods get their own colour (the default cycle repeats after 10).
-        style = {"color": _method_colour(i % 20), "linestyle": "-" if i < 20 else "--"}
-        ax_mnr.plot(rows["q"], rows["mnr"], label=method, **style)
-        ax_score.plot(rows["q"], rows["mean_score"], label=method, **style)
+    for method, rows in curves.groupby("method", sort=True):
+        style = styles[method]
+        n_tasks = int(rows["n_tasks"].max())
+        # Methods run on fewer tasks than others are averaged over those only: say so.
+        label = method if n_tasks == all_tasks else f"{method} ({n_tasks} of {all_tasks} tasks)"
+        ax_mnr.plot(rows["q"], rows["mnr"], label=label, **style)
+        ax_score.plot(rows["q"], rows["mean_score"], label=label, **style)
+        ax_score.fill_between(
+            rows["q"],
+            rows["mean_score"] - rows["score_std"],
+            rows["mean_score"] + rows["score_std"],
+            color=style["color"],
+            alpha=0.12,
+            linewidth=0,
+            zorder=1,
+        )
+    best = offline_best(records)
+    ax_score.axhline(
+        float(np.mean(list(best.values()))),
+        color="0.35",
+        linestyle=(0, (1, 1)),
+        linewidth=1.2,
+        label="offline best (mean over tasks)",
+        zorder=1,
+    )
     ax_mnr.set(
         xlabel="percentile of a run's designs",
         ylabel="mean normalized rank (lower is better)",
@@ -556,7 +605,7 @@ def write_figures(
     )
     ax_score.set(
         xlabel="percentile of a run's designs",
-        ylabel="mean normalized score",
+        ylabel="mean normalized score (band: ± std over seeds)",
         title="Mean normalized score by percentile",
     )
     ax_score.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
@@ -569,9 +618,21 @@ def write_figures(
     for ax, q in zip(axes, qs):
         rows = ranks[ranks["q"] == q]
         names = sorted(rows["method"].unique())
-        ax.boxplot([rows.loc[rows["method"] == m, "rank"].to_numpy() for m in names])
-        ax.set_xticks(range(1, len(names) + 1), names, rotation=60, ha="right")
-        ax.set(ylabel="rank on a task (1 = best)", title=f"Ranks across tasks, percentile {q:g}")
+        boxes = ax.boxplot(
+            [rows.loc[rows["method"] == m, "rank"].to_numpy() for m in names],
+            patch_artist=True,
+        )
+        for name, box in zip(names, boxes["boxes"]):
+            box.set(facecolor=styles.get(name, {}).get("color", "0.6"), alpha=0.45)
+            if name == EMPHASIZED:
+                box.set(facecolor="0.85", linewidth=2.6, edgecolor="black", alpha=1.0)
+        counts = rows.groupby("method")["task"].nunique()
+        labels = [n if counts[n] == all_tasks else f"{n} ({counts[n]}/{all_tasks})" for n in names]
+        ax.set_xticks(range(1, len(names) + 1), labels, rotation=60, ha="right")
+        ax.set(
+            ylabel="rank on a task (1 = best)",
+            title=f"Ranks across tasks, percentile {q:g} ((k/n): run on k of n tasks)",
+        )
         ax.invert_yaxis()
     save(figure, ranks, "rank_distribution")
 
