@@ -244,21 +244,29 @@ def summary_table(records: Sequence[RunRecord], explain: bool = True) -> str:
     seeds or more), the offline best and the mean fit + search seconds per seed; with
     ``explain``, :data:`SCORE_NOTE` under the table.
     """
+    import pandas as pd
+
     groups: dict[tuple[str, str, str], list[RunRecord]] = {}
     for record in records:
         groups.setdefault((record.task, record.method, record.preset), []).append(record)
-    lines = [
-        "| task | method | preset | seeds | p100 | p50 | offline best | seconds / seed |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for (task, method, preset), group in sorted(groups.items()):
         group = sorted(group, key=lambda r: r.seed)
-        seeds = ",".join(str(r.seed) for r in group)
-        lines.append(
-            f"| {task} | {method} | {preset} | {seeds} | {_mean_std([r.p100 for r in group])} "
-            f"| {_mean_std([r.p50 for r in group])} | {group[0].offline_best:.3f} "
-            f"| {np.mean([r.wall_seconds for r in group]):.1f} |"
+        rows.append(
+            [
+                task,
+                method,
+                preset,
+                ",".join(str(r.seed) for r in group),
+                _mean_std([r.p100 for r in group]),
+                _mean_std([r.p50 for r in group]),
+                f"{group[0].offline_best:.3f}",
+                f"{np.mean([r.wall_seconds for r in group]):.1f}",
+            ]
         )
+    header = ["task", "method", "preset", "seeds", "p100", "p50", "offline best", "seconds / seed"]
+    frame = pd.DataFrame(rows, columns=header)
+    lines = [frame.to_markdown(index=False, tablefmt="github", disable_numparse=True)]
     if explain:
         lines += ["", SCORE_NOTE]
     return "\n".join(lines)

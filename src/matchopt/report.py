@@ -239,17 +239,18 @@ class _Style:
         return _escape_latex(text) if self.fmt == "latex" else text
 
     def table(self, title: str, header: list[str], rows: list[list[str]], notes: str) -> str:
+        """The cells (already formatted text) as a pandas table: GitHub markdown
+        (``to_markdown``, via tabulate) or a booktabs tabular (``Styler.to_latex``)."""
+        frame = pd.DataFrame(rows, columns=header)
         if self.fmt == "latex":
-            lines = [f"% {title}", f"% {notes}"]
-            lines.append("\\begin{tabular}{l" + "c" * (len(header) - 1) + "}")
-            lines += ["\\toprule", " & ".join(header) + " \\\\", "\\midrule"]
-            lines += [" & ".join(row) + " \\\\" for row in rows]
-            lines += ["\\bottomrule", "\\end{tabular}"]
-            return "\n".join(lines)
-        lines = [f"## {title}", "", "| " + " | ".join(header) + " |"]
-        lines.append("|" + "---|" * len(header))
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
-        return "\n".join(lines + ["", notes])
+            body = (
+                frame.style.hide(axis="index")
+                .format(escape=None)
+                .to_latex(column_format="l" + "c" * (len(header) - 1), hrules=True)
+            )
+            return "\n".join([f"% {title}", f"% {notes}", body.rstrip("\n")])
+        body = frame.to_markdown(index=False, tablefmt="github", disable_numparse=True)
+        return "\n".join([f"## {title}", "", body, "", notes])
 
     def note(self, text: str) -> str:
         return f"% {text}" if self.fmt == "latex" else text
