@@ -13,12 +13,15 @@ from matchopt.tasks.base import DATA_DIR_ENV, Task, resolve_data_dir
 from matchopt.tasks.checksums import SHA256
 from matchopt.tasks.design_bench import TFBind8
 from matchopt.tasks.download import (
+    MANIFEST,
     REPO_ID,
     REPO_URL,
+    REVISION_ENV,
     TEMP_PREFIX,
     data_status_table,
     ensure_task_data,
     fetch_task_data,
+    read_manifest,
     sha256_of,
     task_files,
 )
@@ -65,7 +68,7 @@ def test_good_download_is_verified_and_then_skipped(tmp_path, known_fake_digests
     assert (tmp_path / X).read_bytes() == CONTENT[X]
     assert TFBind8.data_status(tmp_path) == "present"
     assert not leftovers(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tf_bind_8-SIX6_REF_R1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MANIFEST, "tf_bind_8-SIX6_REF_R1"]
 
     again = fetch_task_data(["tfbind8"], tmp_path, progress=False, client=hub)
     assert hub.calls == [X, Y]  # nothing downloaded twice
@@ -143,14 +146,45 @@ def test_default_client_calls_hf_hub_download(tmp_path, monkeypatch, known_fake_
     huggingface_hub = pytest.importorskip("huggingface_hub")
     seen = []
 
-    def fake_hf_hub_download(*, repo_id, repo_type, filename, local_dir, **kwargs):
-        seen.append((repo_id, repo_type, filename))
+    def fake_hf_hub_download(*, repo_id, repo_type, filename, local_dir, revision, **kwargs):
+        seen.append((repo_id, repo_type, filename, revision))
         return FakeHub()(filename, local_dir)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_hf_hub_download)
+    monkeypatch.delenv(REVISION_ENV, raising=False)
     report = fetch_task_data(["tfbind8"], tmp_path, progress=False)
-    assert seen == [(REPO_ID, "dataset", X), (REPO_ID, "dataset", Y)]
+    assert seen == [(REPO_ID, "dataset", X, "main"), (REPO_ID, "dataset", Y, "main")]
     assert report.downloaded == [X, Y] and not leftovers(tmp_path)
+    # A pinned revision reaches the hub and is recorded with each file's digest.
+    monkeypatch.setenv(REVISION_ENV, "0123abcd")
+    (tmp_path / X).unlink()
+    fetch_task_data(["tfbind8"], tmp_path, progress=False)
+    assert seen[-1] == (REPO_ID, "dataset", X, "0123abcd")
+    assert read_manifest(tmp_path)[X]["revision"] == "0123abcd"
+
+
+def test_files_without_a_known_digest_are_checked_against_the_recorded_one(tmp_path):
+    class Other(Task):
+        name = "other"
+        embedded = False
+
+        @classmethod
+        def required_files(cls, data_dir):
+            return [Path(data_dir or ".") / "other_task" / "oracle.pkl"]
+
+    name = "other_task/oracle.pkl"
+    hub = FakeHub(files={name: b"first download"})
+    fetch_task_data([Other], tmp_path, progress=False, client=hub)
+    digest = hashlib.sha256(b"first download").hexdigest()
+    assert read_manifest(tmp_path)[name]["sha256"] == digest
+    # Unchanged: skipped. Changed on disk after the fetch: fetched again and replaced.
+    assert fetch_task_data([Other], tmp_path, progress=False, client=hub).skipped == [name]
+    (tmp_path / name).write_bytes(b"tampered")
+    report = fetch_task_data([Other], tmp_path, progress=False, client=hub)
+    assert report.replaced == [name] and (tmp_path / name).read_bytes() == b"first download"
+    (tmp_path / MANIFEST).write_text("not json")
+    with pytest.raises(MatchoptError, match="not a matchopt digest list"):
+        fetch_task_data([Other], tmp_path, progress=False, client=hub)
 
 
 def test_missing_huggingface_hub_is_a_clear_error(tmp_path, monkeypatch):

@@ -17,9 +17,12 @@ its path in ``Task.required_files(None)``, written with ``/``.
 Every file is downloaded into a temporary folder inside the data folder (so the final move is a
 rename on one file system), checked against its sha256 where one is known
 (:data:`matchopt.tasks.checksums.SHA256`: TF-Bind-8 and TF-Bind-10), and moved into place with
-``os.replace``: the final path never holds a partial or corrupt file. A file already present is
-skipped when its digest matches (or when no digest is known); a present file whose digest does
-not match is downloaded again and replaced (reported as "replaced").
+``os.replace``: the final path never holds a partial or corrupt file. Every file written is
+recorded with its sha256 and the revision asked for (``$MATCHOPT_HF_REVISION``, default
+``main``) in ``matchopt-digests.json`` in the data folder, so every file has a digest: known in
+advance for TF-Bind, recorded at first download for the others. A file already present is
+skipped when its digest matches (or when none is known or recorded); a present file whose digest
+does not match is downloaded again and replaced (reported as "replaced").
 
 ``huggingface_hub`` is imported only inside :func:`hub_download`, so importing this module (or
 matchopt) does not need it.
@@ -28,6 +31,7 @@ matchopt) does not need it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import socket
@@ -40,11 +44,20 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from matchopt.errors import MatchoptError
+from matchopt.io import atomic_write_bytes
 from matchopt.tasks.base import Task, describe_files, resolve_data_dir
 from matchopt.tasks.checksums import SHA256
 
 REPO_ID = "beckhamc/design_bench_data"
 REPO_URL = f"https://huggingface.co/datasets/{REPO_ID}"
+#: Environment variable naming the repo revision (a commit hash, a tag or a branch) to fetch.
+REVISION_ENV = "MATCHOPT_HF_REVISION"
+#: Revision fetched when ``$MATCHOPT_HF_REVISION`` is unset. The mirror's commit hash could not be
+#: read from the machines matchopt is built on (no network to the hub), so the default is the
+#: branch; every file's digest is recorded at download (:data:`MANIFEST`) and checked after.
+DEFAULT_REVISION = "main"
+#: File in the data folder: the sha256 and revision of every file a fetch wrote.
+MANIFEST = "matchopt-digests.json"
 #: Prefix of the temporary folders made inside the data folder (removed when a fetch ends).
 TEMP_PREFIX = ".matchopt-fetch-"
 
@@ -109,12 +122,43 @@ def hub_download(filename: str, local_dir: Path) -> Path:
     disable_progress_bars()
     try:
         path = huggingface_hub.hf_hub_download(
-            repo_id=REPO_ID, repo_type="dataset", filename=filename, local_dir=local_dir
+            repo_id=REPO_ID,
+            repo_type="dataset",
+            filename=filename,
+            local_dir=local_dir,
+            revision=revision(),
         )
     finally:
         if not was_disabled:
             enable_progress_bars()
     return Path(path)
+
+
+def revision() -> str:
+    """The repo revision fetched: ``$MATCHOPT_HF_REVISION``, else :data:`DEFAULT_REVISION`."""
+    return os.environ.get(REVISION_ENV, "").strip() or DEFAULT_REVISION
+
+
+def read_manifest(folder: Path) -> dict[str, dict[str, str]]:
+    """File name -> {"sha256", "revision"} recorded by earlier fetches into ``folder``."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        content = json.loads(path.read_text())
+        files = content["files"]
+        if not isinstance(files, dict):
+            raise TypeError("files is not a mapping")
+    except (ValueError, KeyError, TypeError) as err:
+        raise MatchoptError(
+            f"{path}: not a matchopt digest list ({err}); delete it to fetch the files again"
+        ) from None
+    return files
+
+
+def _write_manifest(folder: Path, files: dict[str, dict[str, str]]) -> None:
+    text = json.dumps({"repo": REPO_ID, "files": files}, indent=1, sort_keys=True)
+    atomic_write_bytes(folder / MANIFEST, (text + "\n").encode())
 
 
 def sha256_of(path: Path) -> str:
@@ -250,11 +294,13 @@ def fetch_task_data(
         plan.extend(n for n in names if n not in plan)
 
     temp: Path | None = None
+    recorded = read_manifest(folder) if folder.is_dir() else {}
     bar = tqdm(plan, desc="design-bench files", unit="file", disable=not progress)
     try:
         for i, name in enumerate(bar):
             final = folder / name
-            expected = SHA256.get(name)
+            # A digest known in advance (TF-Bind), else the one recorded when it was fetched.
+            expected = SHA256.get(name) or recorded.get(name, {}).get("sha256")
             present = final.is_file()
             if present and (expected is None or sha256_of(final) == expected):
                 report.skipped.append(name)
@@ -284,7 +330,9 @@ def fetch_task_data(
                         f"was not kept. Try again later, or place a good copy by hand at {final}"
                     )
             final.parent.mkdir(parents=True, exist_ok=True)
+            recorded[name] = {"sha256": sha256_of(got), "revision": revision()}
             os.replace(got, final)
+            _write_manifest(folder, recorded)
             (report.replaced if present else report.downloaded).append(name)
     finally:
         bar.close()
