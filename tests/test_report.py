@@ -127,16 +127,21 @@ def table_lines(text: str) -> list[str]:
 def test_markdown_tables(results):
     text = write_report(results, (100, 50), "md")
     lines = table_lines(text)
-    assert "| Method | ant | tf_bind | MNR |" in lines
+    assert "| Method | ant (published) | ant | tf_bind | MNR |" in lines
     # p100 ranks: ant coms 1, matchopt 2, noreg 3; tf_bind matchopt and noreg tie for 1.
     # MNR: coms 1/3; matchopt (2/3 + 1/2) / 2 = 0.583; noreg (3/3 + 1/2) / 2 = 0.75.
-    assert "| coms | **0.950 ± 0.000** (1) [1 seed] | – | 0.333 |" in lines
-    assert "| matchopt | 0.850 ± 0.050 (2) | **1.000 ± 0.000** (1) | 0.583 |" in lines
-    assert "| matchopt-noreg | 0.700 ± 0.000 (3) | **1.000 ± 0.000** (1) | 0.750 |" in lines
+    # Beside each task the paper reports, its number (Hoang et al., ICML 2024, Table 1).
+    assert "| coms | 0.885 ± 0.024 | **0.950 ± 0.000** (1) [1 seed] | – | 0.333 |" in lines
+    assert (
+        "| matchopt | 0.931 ± 0.011 | 0.850 ± 0.050 (2) | **1.000 ± 0.000** (1) | 0.583 |" in lines
+    )
+    assert "| matchopt-noreg | 0.924 | 0.700 ± 0.000 (3) | **1.000 ± 0.000** (1) | 0.750 |" in lines
     # p50: ant noreg 1, matchopt 2, coms 3; tf_bind matchopt 1, noreg 2.
-    assert "| coms | 0.100 ± 0.000 (3) [1 seed] | – | 1.000 |" in lines
-    assert "| matchopt | 0.500 ± 0.000 (2) | **0.300 ± 0.000** (1) | 0.583 |" in lines
-    assert "| matchopt-noreg | **0.600 ± 0.000** (1) | 0.200 ± 0.000 (2) | 0.667 |" in lines
+    assert "| coms | 0.557 ± 0.015 | 0.100 ± 0.000 (3) [1 seed] | – | 1.000 |" in lines
+    assert (
+        "| matchopt | 0.611 ± 0.007 | 0.500 ± 0.000 (2) | **0.300 ± 0.000** (1) | 0.583 |" in lines
+    )
+    assert "| matchopt-noreg | 0.572 | **0.600 ± 0.000** (1) | 0.200 ± 0.000 (2) | 0.667 |" in lines
     assert text.index("percentile 100") < text.index("percentile 50")
     # Ablation: the better of the pair in bold, a tie bolds both.
     assert (
@@ -156,10 +161,14 @@ def test_latex_tables(results):
     text = write_report(results, (100,), "latex")
     assert text.count("\\begin{tabular}") == 3  # score, ablation, runtime
     assert text.count("\\toprule") == 3 and text.count("\\bottomrule") == 3
-    assert "Method & ant & tf\\_bind & MNR \\\\" in text
-    assert "coms & \\textbf{0.950 $\\pm$ 0.000} (1) [1 seed] & -- & 0.333 \\\\" in text
+    assert "Method & ant (published) & ant & tf\\_bind & MNR \\\\" in text
     assert (
-        "matchopt & 0.850 $\\pm$ 0.050 (2) & \\textbf{1.000 $\\pm$ 0.000} (1) & 0.583 \\\\" in text
+        "coms & 0.885 $\\pm$ 0.024 & \\textbf{0.950 $\\pm$ 0.000} (1) [1 seed] & -- & 0.333 \\\\"
+        in text
+    )
+    assert (
+        "matchopt & 0.931 $\\pm$ 0.011 & 0.850 $\\pm$ 0.050 (2) & \\textbf{1.000 $\\pm$ 0.000} (1) "
+        "& 0.583 \\\\" in text
     )
     assert "**" not in text and "±" not in text
 
@@ -196,7 +205,9 @@ def test_csv_report(results):
 def test_filters_and_ablation_note(results):
     text = write_report(results, (100,), "md", methods=["matchopt", "coms"], runtime=False)
     # Ranks among the kept methods only: on ant coms 1 of 2, matchopt 2 of 2.
-    assert "| coms | **0.950 ± 0.000** (1) [1 seed] | – | 0.500 |" in table_lines(text)
+    assert "| coms | 0.885 ± 0.024 | **0.950 ± 0.000** (1) [1 seed] | – | 0.500 |" in table_lines(
+        text
+    )
     assert "Skipped: no records for matchopt-noreg." in text
     assert "Runtime" not in text
     with pytest.raises(MatchoptError, match="no records for method 'nope'"):
@@ -322,3 +333,20 @@ def test_a_record_with_a_non_number_score_is_named(results):
     path.write_text(json.dumps(record))
     with pytest.raises(MatchoptError, match=r"seed0.json: not a readable run record \(p100 'high'"):
         load_records(results)
+
+
+def test_published_numbers_are_the_papers():
+    from matchopt.published import published_cell, published_scores
+
+    frame = published_scores()
+    assert set(frame["percentile"]) == {100.0, 50.0}
+    assert published_cell(100, "matchopt", "tfbind8") == "0.977 ± 0.004"
+    assert published_cell(50, "matchopt", "tfbind8") == "0.594 ± 0.015"
+    assert published_cell(50, "matchopt-noreg", "superconductor") == "0.471"
+    assert published_cell(100, "bdi", "tfbind10") == "OOM"
+    assert published_cell(100, "random", "tfbind8") is None
+    # Every method and task named is one matchopt knows.
+    from matchopt.methods import METHODS
+    from matchopt.tasks import TASKS
+
+    assert set(frame["method"]) <= set(METHODS) and set(frame["task"]) <= set(TASKS)

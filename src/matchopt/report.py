@@ -31,6 +31,7 @@ import pandas as pd
 
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
+from matchopt.published import SOURCE, published_cell, published_tasks
 from matchopt.records import RunRecord, is_number, load_records
 
 FORMATS = ("md", "latex", "csv")
@@ -279,10 +280,19 @@ def _score_table(
     usual = _usual_count(rows_q["n_seeds"])
     cells = rows_q.set_index(["task", "method"])
     tasks, methods = list(means.index), list(means.columns)
+    # A "published" column beside each task the paper reports, if any of these methods is in it.
+    shown = {
+        task
+        for task in set(tasks) & published_tasks(q)
+        if any(published_cell(q, method, task) is not None for method in methods)
+    }
     rows = []
     for method in methods:
         row = [style.name(method)]
         for task in tasks:
+            if task in shown:
+                paper = published_cell(q, method, task)
+                row.append(paper.replace(" ± ", style.pm) if paper else style.missing)
             if (task, method) not in cells.index:
                 row.append(style.missing)
                 continue
@@ -297,12 +307,16 @@ def _score_table(
         row.append(_SCORE.format(mnr[method]))
         rows.append(row)
     if offline:
-        rows.append(
-            [style.name("offline best")]
-            + [_SCORE.format(offline[t]) if t in offline else style.missing for t in tasks]
-            + [style.missing]
-        )
-    header = ["Method"] + [style.name(t) for t in tasks] + ["MNR"]
+        best_row = [style.name("offline best")]
+        for t in tasks:
+            best_row += [style.missing] if t in shown else []
+            best_row.append(_SCORE.format(offline[t]) if t in offline else style.missing)
+        rows.append(best_row + [style.missing])
+    header = ["Method"]
+    for t in tasks:
+        header += [style.name(f"{t} (published)")] if t in shown else []
+        header.append(style.name(t))
+    header.append("MNR")
     title = f"Normalized score, percentile {q:g} of each run's designs"
     notes = (
         f"Cells: mean{style.pm}std over seeds (population std) and (rank on the task: 1 = best, "
@@ -313,6 +327,12 @@ def _score_table(
             " offline best: the best offline row's normalized score (not ranked; the same for "
             "every percentile)."
             if offline
+            else ""
+        )
+        + (
+            f" (published): the paper's number beside ours ({SOURCE}; not ranked; – where the "
+            "paper has none)."
+            if shown
             else ""
         )
     )
