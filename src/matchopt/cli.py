@@ -233,7 +233,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"[{task.name} / {args.method} / seed {seed} / {args.preset}]", file=sys.stderr)
         cell = Cell(args.task, args.method, seed, args.preset, tuple(sorted(overrides.items())))
         # A one-cell grid, in this process.
-        record, designs = run_cell(cell, task, progress=True, threads=args.threads)
+        record, designs = run_cell(
+            cell, task, progress=True, threads=args.threads, snapshot=cell.snapshot_path(out)
+        )
         path = write_record(out, record, designs)
         records.append(record)
         if args.json:

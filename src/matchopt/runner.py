@@ -31,19 +31,24 @@ def run(
     n_designs: int = N_DESIGNS,
     progress: bool = False,
     threads: int | None = None,
+    snapshot: str | os.PathLike | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Fit ``method`` on the task's offline data, propose ``n_designs``, score them.
 
     The oracle is called once, on the designs the method returned. The run uses ``threads``
     compute threads (default :func:`~matchopt.runtime.default_threads`; the record's
     ``extra.environment.torch_threads`` says how many: they change summation order, so the
-    same seed gives the same designs with the same threads).
+    same seed gives the same designs with the same threads). With ``snapshot``, a resumable
+    method keeps training snapshots in that file and continues from one left by a killed run
+    (:mod:`matchopt.checkpoints`).
 
     Returns:
         The run record and the designs (n_designs x shape).
     """
     task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
     solver = make_method(method, preset, overrides, seed=seed, progress=progress)
+    if snapshot is not None:
+        solver.resume_from(snapshot)
     with limit_threads(threads):
         return _run(task_obj, solver, method, seed, preset, n_designs)
 

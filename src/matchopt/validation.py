@@ -222,6 +222,22 @@ class CheckpointSelector:
             self.best_epoch = int(metrics["epoch"])
             self._state = copy.deepcopy(model.state_dict())
 
+    def state(self) -> dict:
+        """What a training snapshot keeps of the selector (tensors and plain data)."""
+        return {
+            "best_epoch": self.best_epoch,
+            "best_value": self.best_value,
+            "parameters": self._state,
+            "checkpoints": list(self.checkpoints),
+        }
+
+    def load_state(self, state: dict) -> None:
+        """Continue from :meth:`state` (a resumed training run)."""
+        self.best_epoch = state["best_epoch"]
+        self.best_value = state["best_value"]
+        self._state = state["parameters"]
+        self.checkpoints = list(state["checkpoints"])
+
     def restore(self, model: torch.nn.Module) -> int | None:
         """Load the best parameters into ``model``; returns their epoch (None: nothing kept)."""
         if self._state is not None:

@@ -19,13 +19,19 @@ Collect = Callable[[CellOutcome], None]
 
 
 def run_local(
-    cells: list[Cell], data_dir: str | None, workers: int, threads: int, collect: Collect
+    cells: list[Cell],
+    data_dir: str | None,
+    workers: int,
+    threads: int,
+    collect: Collect,
+    out: str | None = None,
 ) -> None:
-    """Run cells on ``workers`` processes (``workers == 1``: in this process, in order)."""
+    """Run cells on ``workers`` processes (``workers == 1``: in this process, in order);
+    ``out``: the results folder (training snapshots of resumable methods go under it)."""
     if workers == 1:
         init_worker(threads)
         for cell in cells:
-            collect(execute_cell(cell, data_dir, threads))
+            collect(execute_cell(cell, data_dir, threads, out))
         return
     # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.
     context = multiprocessing.get_context("spawn")
@@ -35,7 +41,7 @@ def run_local(
         initializer=init_pool_worker,
         initargs=(threads, os.getpid()),
     ) as pool:
-        pending = {pool.submit(execute_cell, cell, data_dir, threads): cell for cell in cells}
+        pending = {pool.submit(execute_cell, cell, data_dir, threads, out): cell for cell in cells}
         try:
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -60,6 +66,7 @@ def run_ray(
     threads: int,
     address: str | None,
     collect: Collect,
+    out: str | None = None,
 ) -> None:
     """Run cells as Ray tasks of ``threads`` CPUs each, on a local instance or a cluster.
 
@@ -78,7 +85,7 @@ def run_ray(
             ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False)
     try:
         remote_cell = ray.remote(num_cpus=threads, max_retries=0)(_ray_cell)
-        pending = {remote_cell.remote(cell, data_dir, threads): cell for cell in cells}
+        pending = {remote_cell.remote(cell, data_dir, threads, out): cell for cell in cells}
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
@@ -97,6 +104,9 @@ def run_ray(
             ray.shutdown()
 
 
-def _ray_cell(cell: Cell, data_dir: str | None, threads: int) -> CellOutcome:
+def _ray_cell(
+    cell: Cell, data_dir: str | None, threads: int, out: str | None = None
+) -> CellOutcome:
     init_worker(threads)
-    return execute_cell(cell, data_dir, threads)
+    # On a cluster the snapshots are on the worker's disk: a retried cell resumes only there.
+    return execute_cell(cell, data_dir, threads, out)

@@ -19,6 +19,9 @@ import numpy as np
 from matchopt.records import RunRecord, error_path, record_path
 from matchopt.tasks import Task, load_task
 
+#: Folder of a results folder holding the training snapshots of running cells.
+SNAPSHOT_DIR = ".snapshots"
+
 
 @dataclass(frozen=True)
 class Cell:
@@ -39,6 +42,11 @@ class Cell:
 
     def error_path(self, out: Path) -> Path:
         return error_path(out, self.task, self.method, self.seed)
+
+    def snapshot_path(self, out: Path) -> Path:
+        """Training snapshot of a resumable method while the cell runs
+        (:mod:`matchopt.checkpoints`)."""
+        return Path(out) / SNAPSHOT_DIR / self.task / self.method / f"seed{self.seed}.pt"
 
 
 @dataclass
@@ -63,6 +71,7 @@ def run_cell(
     data_dir: str | None = None,
     progress: bool = False,
     threads: int | None = None,
+    snapshot: Path | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Run one cell (``matchopt run`` runs each seed as one): its record and designs.
 
@@ -79,20 +88,27 @@ def run_cell(
         dict(cell.overrides),
         progress=progress,
         threads=threads,
+        snapshot=snapshot,
     )
     record.extra["cell_seconds"] = time.perf_counter() - start
     return record, designs
 
 
-def execute_cell(cell: Cell, data_dir: str | None, threads: int) -> CellOutcome:
+def execute_cell(
+    cell: Cell, data_dir: str | None, threads: int, out: str | None = None
+) -> CellOutcome:
     """Run one cell in a grid worker and return its outcome; never raises for a failure of the
-    method (the grid records it and goes on)."""
+    method (the grid records it and goes on). With ``out``, resumable methods keep training
+    snapshots under it (:meth:`Cell.snapshot_path`) and continue from them."""
     import torch
 
     torch.set_num_threads(max(1, threads))
     start = time.perf_counter()
     try:
-        record, designs = run_cell(cell, data_dir=data_dir, threads=max(1, threads))
+        snapshot = cell.snapshot_path(Path(out)) if out is not None else None
+        record, designs = run_cell(
+            cell, data_dir=data_dir, threads=max(1, threads), snapshot=snapshot
+        )
     except Exception as exc:  # a failing cell is recorded and the grid goes on
         return CellOutcome(
             cell,

@@ -271,9 +271,9 @@ def _run_unlocked(
 
     try:
         if todo and backend == "ray":
-            run_ray(todo, data_dir_text, workers, threads, ray_address, collect)
+            run_ray(todo, data_dir_text, workers, threads, ray_address, collect, str(out))
         elif todo:
-            run_local(todo, data_dir_text, workers, threads, collect)
+            run_local(todo, data_dir_text, workers, threads, collect, str(out))
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:

@@ -19,12 +19,15 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, ClassVar, get_type_hints
+from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints
 
 import numpy as np
 
 from matchopt.data import OfflineData
 from matchopt.errors import ConfigError, MatchoptError
+
+if TYPE_CHECKING:
+    from matchopt.checkpoints import TrainingCheckpoint
 
 #: Every method has ``paper`` and ``quick``; MATCH-OPT also ``validated`` (checkpoint chosen on
 #: held-out offline rows) and its small twin ``validated-quick``. Others refuse those by name.
@@ -53,6 +56,11 @@ class Method(ABC):
     #: ``propose(k)`` is the first k designs of ``propose(m)`` for k <= m, best first, so one
     #: call of :meth:`propose_up_to` serves callers that want both (BO-qEI: one BO run).
     ranked_proposals: ClassVar[bool] = False
+    #: ``fit`` keeps training snapshots when given one (:meth:`resume_from`), so a killed run
+    #: continues where it stopped and gives the designs of an uninterrupted run.
+    resumable: ClassVar[bool] = False
+    #: The snapshot file of this run (:meth:`resume_from`); None: no snapshots.
+    training_checkpoint: TrainingCheckpoint | None = None
 
     def __init__(self, config: Any = None, seed: int = 0, progress: bool = False):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -110,6 +118,21 @@ class Method(ABC):
     def _check_fitted(self) -> None:
         if not hasattr(self, "data_"):
             raise MatchoptError(f"{type(self).__name__} must be fitted before propose()")
+
+    def resume_from(self, path: str | os.PathLike, every: float | None = None) -> Method:
+        """Keep training snapshots in ``path`` (every ``every`` seconds, default
+        ``$MATCHOPT_CHECKPOINT_SECONDS`` or 300) and continue from one of this run if present.
+
+        Only methods with ``resumable`` use it; for the others it changes nothing. Returns self.
+        """
+        from matchopt.checkpoints import TrainingCheckpoint
+
+        self.training_checkpoint = TrainingCheckpoint(path, every) if self.resumable else None
+        return self
+
+    def __matchopt_state__(self) -> dict[str, Any]:
+        """What a model file keeps (:mod:`matchopt.state`): everything but the snapshot file."""
+        return {k: v for k, v in vars(self).items() if k != "training_checkpoint"}
 
     # -- scikit-learn parameters (``sklearn.base.clone`` works) --
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from matchopt.checkpoints import generator_state, run_key, set_generator_state
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -348,6 +349,7 @@ class MatchOpt(Method):
     """
 
     has_surrogate = True
+    resumable = True
     config_class = MatchOptConfig
     presets = {
         "paper": {},
@@ -380,6 +382,9 @@ class MatchOpt(Method):
             )
             validator = self._validator(features, scores, data.y, train_rows, held_rows)
         self.validation_seconds_ = 0.0
+        checkpoint = self.training_checkpoint
+        if checkpoint is not None:
+            checkpoint.bind(run_key(self, data.x, data.y))
         started = time.perf_counter()
         model = self._train(
             features, scores, data.y, train_rows, config.epochs, validator, selector
@@ -390,7 +395,11 @@ class MatchOpt(Method):
             self.selected_epoch_ = selector.restore(model)
             if config.refit:
                 all_rows = np.arange(len(data))
-                model = self._train(features, scores, data.y, all_rows, self.selected_epoch_)
+                model = self._train(
+                    features, scores, data.y, all_rows, self.selected_epoch_, stage="refit"
+                )
+        if checkpoint is not None:
+            checkpoint.remove()  # finished: nothing to resume
         self.validator_ = validator
         self.checkpoints_ = selector.checkpoints
         model.eval()
@@ -407,11 +416,14 @@ class MatchOpt(Method):
         epochs: int,
         validator: Validator | None = None,
         selector: CheckpointSelector | None = None,
+        stage: str = "main",
     ) -> MLP:
         """Algorithm 1 on the offline ``rows`` for ``epochs`` epochs; returns the surrogate.
 
         With a validator, the surrogate is scored after every ``validation_every`` epochs and
-        after the last, and ``selector`` sees each score.
+        after the last, and ``selector`` sees each score. With a ``training_checkpoint``, the
+        loop saves its state at the end of an epoch when one is due and starts from a saved
+        state of this run (``stage`` tells the main training from the refit).
         """
         config = self.config_
         rule = quadrature_rule(config.quadrature, config.kappa)
@@ -424,8 +436,24 @@ class MatchOpt(Method):
         fused = config.backend == "fused" and rule is not None
 
         self.losses_: list[float] = []
+        checkpoint = self.training_checkpoint
+        saved = checkpoint.load(stage) if checkpoint is not None else None
+        start = 0
+        if saved is not None:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            set_generator_state(rng, saved["rng"])
+            self.losses_ = list(saved["losses"])
+            start = int(saved["epoch"])
+            if validator is not None:
+                validator.history[:] = saved["history"]
+                self.validation_seconds_ = float(saved["validation_seconds"])
+            if selector is not None:
+                selector.load_state(saved["selector"])
         bar = tqdm(
-            range(epochs),
+            range(start, epochs),
+            initial=start,
+            total=epochs,
             desc="MATCH-OPT training",
             unit="epoch",
             disable=not self.progress,
@@ -450,6 +478,20 @@ class MatchOpt(Method):
                 started = time.perf_counter()
                 selector.update(model, validator(model, done))
                 self.validation_seconds_ += time.perf_counter() - started
+            if checkpoint is not None and done < epochs and checkpoint.due():
+                checkpoint.save(
+                    stage,
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "rng": generator_state(rng),
+                        "losses": list(self.losses_),
+                        "epoch": done,
+                        "history": list(validator.history) if validator is not None else [],
+                        "validation_seconds": self.validation_seconds_,
+                        "selector": selector.state() if selector is not None else {},
+                    },
+                )
         bar.close()
         return model
 

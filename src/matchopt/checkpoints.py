@@ -1,0 +1,111 @@
+"""Training snapshots, so that a long run killed in the middle continues where it stopped.
+
+A method that supports them (``Method.resumable``) saves, every ``every`` seconds at the end of
+an epoch, everything its training loop needs to go on: parameters, optimizer state, the state
+of its random generators, the epoch, and what it has measured so far. The file is written
+atomically (a temporary file, then a rename) with ``torch.save`` and read with
+``torch.load(weights_only=True)``: tensors and plain data only. A rerun of the same command finds
+the snapshot, checks that it belongs to the same run (method, config, seed and data, by a
+digest), restores it and trains the remaining epochs: the designs are the same as those of an
+uninterrupted run. The snapshot is removed once the run has finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from matchopt.errors import MatchoptError
+from matchopt.io import atomic_write_bytes
+
+#: Environment variable: seconds between snapshots (default :data:`DEFAULT_EVERY`).
+EVERY_ENV = "MATCHOPT_CHECKPOINT_SECONDS"
+#: Seconds between snapshots of a long training run.
+DEFAULT_EVERY = 300.0
+
+
+def default_every() -> float:
+    """``$MATCHOPT_CHECKPOINT_SECONDS``, else :data:`DEFAULT_EVERY`."""
+    text = os.environ.get(EVERY_ENV, "").strip()
+    if not text:
+        return DEFAULT_EVERY
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise MatchoptError(f"${EVERY_ENV} {text!r}: expected seconds >= 0")
+    return value
+
+
+def run_key(method: Any, x: np.ndarray, y: np.ndarray) -> str:
+    """Digest of what makes a run: method class, config, seed and the offline data."""
+    digest = hashlib.sha256()
+    config = dataclasses.asdict(method.config_)
+    digest.update(json.dumps([type(method).__name__, config, method.seed], default=str).encode())
+    digest.update(np.ascontiguousarray(x).tobytes())
+    digest.update(np.ascontiguousarray(y).tobytes())
+    return digest.hexdigest()
+
+
+class TrainingCheckpoint:
+    """The snapshot file of one run.
+
+    Args:
+        path: the snapshot file.
+        every: seconds between snapshots (0: after every epoch).
+    """
+
+    def __init__(self, path: str | os.PathLike, every: float | None = None):
+        self.path = Path(path)
+        self.every = default_every() if every is None else float(every)
+        self.key: str | None = None
+        self._last = time.monotonic()
+
+    def bind(self, key: str) -> None:
+        """Tie the snapshots to one run (see :func:`run_key`)."""
+        self.key = key
+
+    def load(self, stage: str) -> dict[str, Any] | None:
+        """The snapshot of ``stage`` of this run, or None (none, or one of another run)."""
+        if not self.path.is_file():
+            return None
+        try:
+            state = torch.load(io.BytesIO(self.path.read_bytes()), weights_only=True)
+        except Exception:  # a foreign or broken file: start afresh, it is overwritten
+            return None
+        if not isinstance(state, dict) or state.get("key") != self.key:
+            return None
+        return state if state.get("stage") == stage else None
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last >= self.every
+
+    def save(self, stage: str, state: dict[str, Any]) -> None:
+        """Write ``state`` (tensors and plain data) atomically."""
+        buffer = io.BytesIO()
+        torch.save({**state, "key": self.key, "stage": stage}, buffer)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(self.path, buffer.getvalue())
+        self._last = time.monotonic()
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def generator_state(rng: np.random.Generator) -> dict[str, Any]:
+    """A numpy generator's state as plain data (restored by :func:`set_generator_state`)."""
+    return rng.bit_generator.state
+
+
+def set_generator_state(rng: np.random.Generator, state: dict[str, Any]) -> None:
+    rng.bit_generator.state = state

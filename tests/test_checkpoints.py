@@ -1,0 +1,82 @@
+"""Training snapshots: a run killed in the middle continues and gives the same designs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import matchopt.methods.matchopt as matchopt_module
+from matchopt.methods import make_method
+from matchopt.tasks import load_task
+
+SETTINGS = {"epochs": 12, "validation_every": 2}
+
+
+def test_an_interrupted_fit_resumes_to_the_same_designs(tmp_path, monkeypatch):
+    data = load_task("potts").offline
+    reference = make_method("matchopt", "validated-quick", SETTINGS, seed=1).fit(data)
+    snapshot = tmp_path / "snapshot.pt"
+    real, calls = matchopt_module.sample_trajectories, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 8:  # in the middle of training
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", interrupted)
+    first = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
+    with pytest.raises(KeyboardInterrupt):
+        first.resume_from(snapshot, every=0).fit(data)
+    assert snapshot.is_file()
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", real)
+    resumed = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
+    resumed.resume_from(snapshot, every=0).fit(data)
+    np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
+    assert resumed.losses_ == reference.losses_
+    assert resumed.fit_report()["validation"] == reference.fit_report()["validation"]
+    assert not snapshot.exists()  # removed once finished
+
+
+def test_a_snapshot_of_another_run_is_ignored(tmp_path):
+    data = load_task("potts").offline
+    snapshot = tmp_path / "snapshot.pt"
+    method = make_method("matchopt", "quick", {"epochs": 3}, seed=0).resume_from(snapshot, 0)
+    method.training_checkpoint.bind("another run")
+    method.training_checkpoint.save("main", {"epoch": 2})
+    fitted = make_method("matchopt", "quick", {"epochs": 3}, seed=0).resume_from(snapshot, 0)
+    reference = make_method("matchopt", "quick", {"epochs": 3}, seed=0).fit(data)
+    np.testing.assert_array_equal(fitted.fit(data).propose(8), reference.propose(8))
+    # Methods without snapshots ignore the request.
+    assert make_method("ga", "quick").resume_from(snapshot).training_checkpoint is None
+
+
+def test_kill_and_rerun_of_the_command_gives_the_same_designs(tmp_path):
+    """``matchopt run`` killed (SIGKILL) after its first snapshot; the same command again."""
+    env = {**os.environ, "MATCHOPT_CHECKPOINT_SECONDS": "0"}
+    command = [
+        sys.executable, "-m", "matchopt.cli", "run", "--task", "potts", "--preset", "quick",
+        "--set", "epochs=120", "--threads", "1",
+    ]  # fmt: skip
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([*command, "--out", str(killed)], env=env, stderr=subprocess.PIPE)
+    snapshot = killed / ".snapshots" / "potts" / "matchopt" / "seed0.pt"
+    deadline = time.monotonic() + 120
+    while not snapshot.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert process.poll() is None, "the run ended before its first snapshot"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert snapshot.is_file() and not (killed / "potts" / "matchopt" / "seed0.json").exists()
+    subprocess.run([*command, "--out", str(killed)], env=env, check=True, capture_output=True)
+    whole = tmp_path / "whole"
+    subprocess.run([*command, "--out", str(whole)], env=env, check=True, capture_output=True)
+    designs = "potts/matchopt/seed0.designs.npy"
+    np.testing.assert_array_equal(np.load(killed / designs), np.load(whole / designs))
+    assert not snapshot.exists()
