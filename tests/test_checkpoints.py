@@ -80,3 +80,28 @@ def test_kill_and_rerun_of_the_command_gives_the_same_designs(tmp_path):
     designs = "potts/matchopt/seed0.designs.npy"
     np.testing.assert_array_equal(np.load(killed / designs), np.load(whole / designs))
     assert not snapshot.exists()
+
+
+def test_ddom_resumes_to_the_same_designs(tmp_path, monkeypatch):
+    import matchopt.methods.ddom as ddom_module
+
+    data = load_task("styblinski-tang").offline
+    settings = {"epochs": 6}
+    reference = make_method("ddom", "quick", settings, seed=2).fit(data)
+    snapshot = tmp_path / "ddom.pt"
+    real, calls = ddom_module.denoising_loss, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3 * len(data) // 128 + 2:  # during the fourth epoch or so
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ddom_module, "denoising_loss", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        make_method("ddom", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
+    assert snapshot.is_file()
+    monkeypatch.setattr(ddom_module, "denoising_loss", real)
+    resumed = make_method("ddom", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
+    np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
+    assert resumed.losses_ == reference.losses_ and not snapshot.exists()

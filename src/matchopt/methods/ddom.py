@@ -55,6 +55,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from matchopt.checkpoints import run_key
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -278,6 +279,7 @@ class Ddom(Method):
     """
 
     config_class = DdomConfig
+    resumable = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _sde(self) -> VPSDE:
@@ -302,14 +304,25 @@ class Ddom(Method):
         optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
 
         self.losses_: list[float] = []
+        checkpoint, start = self.training_checkpoint, 0
+        if checkpoint is not None:
+            checkpoint.bind(run_key(self, data.x, data.y))
+            saved = checkpoint.load("main")
+            if saved is not None:  # a killed run of the same settings: go on from there
+                net.load_state_dict(saved["model"])
+                optimizer.load_state_dict(saved["optimizer"])
+                noise.set_state(saved["noise"])
+                self.losses_, start = list(saved["losses"]), int(saved["epoch"])
         bar = tqdm(
-            range(config.epochs),
+            range(start, config.epochs),
+            initial=start,
+            total=config.epochs,
             desc="DDOM training",
             unit="epoch",
             disable=not self.progress,
             leave=False,
         )
-        for _ in bar:
+        for epoch in bar:
             total = 0.0
             for batch in torch.randperm(len(features), generator=noise).split(config.batch_size):
                 x0, y, w = features[batch], scores[batch], weights[batch]
@@ -323,7 +336,20 @@ class Ddom(Method):
                 total += loss.item() * len(batch)
             self.losses_.append(total / len(features))
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
+            if checkpoint is not None and epoch + 1 < config.epochs and checkpoint.due():
+                checkpoint.save(
+                    "main",
+                    {
+                        "model": net.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "noise": noise.get_state(),
+                        "losses": list(self.losses_),
+                        "epoch": epoch + 1,
+                    },
+                )
         bar.close()
+        if checkpoint is not None:
+            checkpoint.remove()
         net.eval()
         self.net_ = net
         self.data_ = data
