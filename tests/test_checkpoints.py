@@ -82,26 +82,41 @@ def test_kill_and_rerun_of_the_command_gives_the_same_designs(tmp_path):
     assert not snapshot.exists()
 
 
-def test_ddom_resumes_to_the_same_designs(tmp_path, monkeypatch):
-    import matchopt.methods.ddom as ddom_module
+@pytest.mark.parametrize(
+    "name, module, hook, task",
+    [
+        ("ddom", "matchopt.methods.ddom", "denoising_loss", "styblinski-tang"),
+        ("mins", "matchopt.methods.mins", "critic_loss", "potts"),
+    ],
+)
+def test_generative_baselines_resume_to_the_same_designs(
+    tmp_path, monkeypatch, name, module, hook, task
+):
+    import importlib
 
-    data = load_task("styblinski-tang").offline
+    method_module = importlib.import_module(module)
+    data = load_task(task).offline
     settings = {"epochs": 6}
-    reference = make_method("ddom", "quick", settings, seed=2).fit(data)
-    snapshot = tmp_path / "ddom.pt"
-    real, calls = ddom_module.denoising_loss, []
+    reference = make_method(name, "quick", settings, seed=2).fit(data)
+    snapshot = tmp_path / f"{name}.pt"
+    real, calls = getattr(method_module, hook), []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 3 * len(data) // 128 + 2:  # during the fourth epoch or so
+        if len(calls) == 4 * steps_per_epoch + 1:  # early in the fifth epoch
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ddom_module, "denoising_loss", interrupted)
+    # Steps per epoch, counted on the reference run's loss function calls.
+    counter = []
+    monkeypatch.setattr(method_module, hook, lambda *a, **k: counter.append(1) or real(*a, **k))
+    make_method(name, "quick", {"epochs": 1}, seed=2).fit(data)
+    steps_per_epoch = len(counter)
+    monkeypatch.setattr(method_module, hook, interrupted)
     with pytest.raises(KeyboardInterrupt):
-        make_method("ddom", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
+        make_method(name, "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     assert snapshot.is_file()
-    monkeypatch.setattr(ddom_module, "denoising_loss", real)
-    resumed = make_method("ddom", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
+    monkeypatch.setattr(method_module, hook, real)
+    resumed = make_method(name, "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
     assert resumed.losses_ == reference.losses_ and not snapshot.exists()

@@ -109,3 +109,71 @@ def generator_state(rng: np.random.Generator) -> dict[str, Any]:
 
 def set_generator_state(rng: np.random.Generator, state: dict[str, Any]) -> None:
     rng.bit_generator.state = state
+
+
+class LoopSnapshots:
+    """Snapshots of one training loop: its parts (modules, optimizers, generators) restored at
+    the start and saved at the end of an epoch when due.
+
+    Usage in a method's ``fit`` (``parts`` by name; extra values such as losses go along)::
+
+        snapshots = LoopSnapshots(self, data, model=net, optimizer=opt, noise=generator)
+        saved = snapshots.resume()  # None, or the extra values saved with the epoch
+        start = saved["epoch"] if saved else 0
+        for epoch in range(start, epochs):
+            ...
+            snapshots.save(epoch + 1, epochs, losses=losses)
+        snapshots.finish()
+
+    Does nothing for a method without a ``training_checkpoint``.
+
+    Args:
+        method: the method being fitted.
+        data: its offline data (part of the run's identity).
+        stage: tells apart several loops of one fit (e.g. training and refit).
+        **parts: torch modules, optimizers and generators, numpy generators.
+    """
+
+    def __init__(self, method: Any, data: Any, stage: str = "main", **parts: Any):
+        self.checkpoint = getattr(method, "training_checkpoint", None)
+        self.stage = stage
+        self.parts = parts
+        if self.checkpoint is not None:
+            self.checkpoint.bind(run_key(method, data.x, data.y))
+
+    def _state_of(self, part: Any) -> Any:
+        if isinstance(part, np.random.Generator):
+            return generator_state(part)
+        if isinstance(part, torch.Generator):
+            return part.get_state()
+        return part.state_dict()
+
+    def resume(self) -> dict[str, Any] | None:
+        """Restore the parts from a snapshot of this run; returns its saved values (with
+        ``epoch``), or None when there is nothing to resume."""
+        if self.checkpoint is None:
+            return None
+        saved = self.checkpoint.load(self.stage)
+        if saved is None:
+            return None
+        for name, part in self.parts.items():
+            state = saved["parts"][name]
+            if isinstance(part, np.random.Generator):
+                set_generator_state(part, state)
+            elif isinstance(part, torch.Generator):
+                part.set_state(state)
+            else:
+                part.load_state_dict(state)
+        return saved["values"] | {"epoch": int(saved["epoch"])}
+
+    def save(self, epoch: int, epochs: int, **values: Any) -> None:
+        """After ``epoch`` of ``epochs`` epochs: a snapshot if one is due (never after the last)."""
+        if self.checkpoint is None or epoch >= epochs or not self.checkpoint.due():
+            return
+        parts = {name: self._state_of(part) for name, part in self.parts.items()}
+        self.checkpoint.save(self.stage, {"parts": parts, "values": values, "epoch": epoch})
+
+    def finish(self) -> None:
+        """The fit is done: remove the snapshot."""
+        if self.checkpoint is not None:
+            self.checkpoint.remove()

@@ -55,7 +55,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import run_key
+from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -304,15 +304,11 @@ class Ddom(Method):
         optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
 
         self.losses_: list[float] = []
-        checkpoint, start = self.training_checkpoint, 0
-        if checkpoint is not None:
-            checkpoint.bind(run_key(self, data.x, data.y))
-            saved = checkpoint.load("main")
-            if saved is not None:  # a killed run of the same settings: go on from there
-                net.load_state_dict(saved["model"])
-                optimizer.load_state_dict(saved["optimizer"])
-                noise.set_state(saved["noise"])
-                self.losses_, start = list(saved["losses"]), int(saved["epoch"])
+        snapshots = LoopSnapshots(self, data, model=net, optimizer=optimizer, noise=noise)
+        saved = snapshots.resume()  # a killed run of the same settings: go on from there
+        start = saved["epoch"] if saved else 0
+        if saved:
+            self.losses_ = list(saved["losses"])
         bar = tqdm(
             range(start, config.epochs),
             initial=start,
@@ -336,20 +332,9 @@ class Ddom(Method):
                 total += loss.item() * len(batch)
             self.losses_.append(total / len(features))
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
-            if checkpoint is not None and epoch + 1 < config.epochs and checkpoint.due():
-                checkpoint.save(
-                    "main",
-                    {
-                        "model": net.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "noise": noise.get_state(),
-                        "losses": list(self.losses_),
-                        "epoch": epoch + 1,
-                    },
-                )
+            snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
         bar.close()
-        if checkpoint is not None:
-            checkpoint.remove()
+        snapshots.finish()
         net.eval()
         self.net_ = net
         self.data_ = data

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import generator_state, run_key, set_generator_state
+from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -382,13 +382,8 @@ class MatchOpt(Method):
             )
             validator = self._validator(features, scores, data.y, train_rows, held_rows)
         self.validation_seconds_ = 0.0
-        checkpoint = self.training_checkpoint
-        if checkpoint is not None:
-            checkpoint.bind(run_key(self, data.x, data.y))
         started = time.perf_counter()
-        model = self._train(
-            features, scores, data.y, train_rows, config.epochs, validator, selector
-        )
+        model = self._train(features, scores, data, train_rows, config.epochs, validator, selector)
         self.train_seconds_ = time.perf_counter() - started - self.validation_seconds_
         self.selected_epoch_ = config.epochs
         if validator is not None and config.selection != "last":
@@ -396,10 +391,9 @@ class MatchOpt(Method):
             if config.refit:
                 all_rows = np.arange(len(data))
                 model = self._train(
-                    features, scores, data.y, all_rows, self.selected_epoch_, stage="refit"
+                    features, scores, data, all_rows, self.selected_epoch_, stage="refit"
                 )
-        if checkpoint is not None:
-            checkpoint.remove()  # finished: nothing to resume
+        LoopSnapshots(self, data).finish()  # finished: nothing to resume
         self.validator_ = validator
         self.checkpoints_ = selector.checkpoints
         model.eval()
@@ -411,7 +405,7 @@ class MatchOpt(Method):
         self,
         features: torch.Tensor,
         scores: torch.Tensor,
-        y: np.ndarray,
+        data: OfflineData,
         rows: np.ndarray,
         epochs: int,
         validator: Validator | None = None,
@@ -427,7 +421,7 @@ class MatchOpt(Method):
         """
         config = self.config_
         rule = quadrature_rule(config.quadrature, config.kappa)
-        buckets = [rows[b] for b in rank_buckets(y[rows], config.trajectory_length)]
+        buckets = [rows[b] for b in rank_buckets(data.y[rows], config.trajectory_length)]
         rng = np.random.default_rng(self.seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
@@ -436,15 +430,11 @@ class MatchOpt(Method):
         fused = config.backend == "fused" and rule is not None
 
         self.losses_: list[float] = []
-        checkpoint = self.training_checkpoint
-        saved = checkpoint.load(stage) if checkpoint is not None else None
-        start = 0
-        if saved is not None:
-            model.load_state_dict(saved["model"])
-            optimizer.load_state_dict(saved["optimizer"])
-            set_generator_state(rng, saved["rng"])
+        snapshots = LoopSnapshots(self, data, stage, model=model, optimizer=optimizer, rng=rng)
+        saved = snapshots.resume()
+        start = saved["epoch"] if saved else 0
+        if saved:
             self.losses_ = list(saved["losses"])
-            start = int(saved["epoch"])
             if validator is not None:
                 validator.history[:] = saved["history"]
                 self.validation_seconds_ = float(saved["validation_seconds"])
@@ -478,20 +468,14 @@ class MatchOpt(Method):
                 started = time.perf_counter()
                 selector.update(model, validator(model, done))
                 self.validation_seconds_ += time.perf_counter() - started
-            if checkpoint is not None and done < epochs and checkpoint.due():
-                checkpoint.save(
-                    stage,
-                    {
-                        "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict(),
-                        "rng": generator_state(rng),
-                        "losses": list(self.losses_),
-                        "epoch": done,
-                        "history": list(validator.history) if validator is not None else [],
-                        "validation_seconds": self.validation_seconds_,
-                        "selector": selector.state() if selector is not None else {},
-                    },
-                )
+            snapshots.save(
+                done,
+                epochs,
+                losses=list(self.losses_),
+                history=list(validator.history) if validator is not None else [],
+                validation_seconds=self.validation_seconds_,
+                selector=selector.state() if selector is not None else {},
+            )
         bar.close()
         return model
 

@@ -53,6 +53,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
@@ -223,6 +224,7 @@ class Mins(Method):
     """
 
     config_class = MinsConfig
+    resumable = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _real_features(self, data: OfflineData) -> np.ndarray:
@@ -287,8 +289,23 @@ class Mins(Method):
         )
 
         self.losses_: list[float] = []
+        snapshots = LoopSnapshots(
+            self,
+            data,
+            generator=self.generator_,
+            critic=self.critic_,
+            generator_optimizer=g_opt,
+            critic_optimizer=d_opt,
+            noise=noise,
+        )
+        saved = snapshots.resume()  # a killed run of the same settings: go on from there
+        start = saved["epoch"] if saved else 0
+        if saved:
+            self.losses_ = list(saved["losses"])
         bar = tqdm(
-            range(config.epochs),
+            range(start, config.epochs),
+            initial=start,
+            total=config.epochs,
             desc="MINs training",
             unit="epoch",
             disable=not self.progress,
@@ -318,7 +335,9 @@ class Mins(Method):
                     self.critic_.requires_grad_(True)
             self.losses_.append(total / len(features))
             bar.set_postfix(critic_loss=f"{self.losses_[-1]:.4f}", refresh=False)
+            snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
         bar.close()
+        snapshots.finish()
         self.generator_.eval()
         self.critic_.eval()
         return self
