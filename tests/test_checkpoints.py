@@ -87,11 +87,11 @@ def test_kill_and_rerun_of_the_command_gives_the_same_designs(tmp_path):
     [
         ("ddom", "matchopt.methods.ddom", "denoising_loss", "styblinski-tang"),
         ("mins", "matchopt.methods.mins", "critic_loss", "potts"),
+        ("coms", "matchopt.methods.coms", "conservative_losses", "styblinski-tang"),
+        ("bonet", "matchopt.methods.bonet", "trajectory_loss", "potts"),
     ],
 )
-def test_generative_baselines_resume_to_the_same_designs(
-    tmp_path, monkeypatch, name, module, hook, task
-):
+def test_baselines_resume_to_the_same_designs(tmp_path, monkeypatch, name, module, hook, task):
     import importlib
 
     method_module = importlib.import_module(module)

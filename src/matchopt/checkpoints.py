@@ -177,3 +177,22 @@ class LoopSnapshots:
         """The fit is done: remove the snapshot."""
         if self.checkpoint is not None:
             self.checkpoint.remove()
+
+
+class TorchGlobalRNG:
+    """PyTorch's global generators as a snapshot part (for loops whose dropout draws from them):
+    CPU, and the CUDA devices given."""
+
+    def __init__(self, cuda_devices: tuple[int, ...] | list[int] = ()):
+        self.cuda_devices = list(cuda_devices)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "cpu": torch.get_rng_state(),
+            "cuda": [torch.cuda.get_rng_state(d) for d in self.cuda_devices],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        torch.set_rng_state(state["cpu"])
+        for device, cuda_state in zip(self.cuda_devices, state["cuda"]):
+            torch.cuda.set_rng_state(cuda_state, device)

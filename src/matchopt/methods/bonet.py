@@ -75,6 +75,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from matchopt.checkpoints import LoopSnapshots, TorchGlobalRNG
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -400,6 +401,7 @@ class BONET(Method):
     """
 
     config_class = BONETConfig
+    resumable = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _validate(self, n_rows: int) -> None:
@@ -465,14 +467,28 @@ class BONET(Method):
                 decay_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.95)
             )
             self.losses_: list[float] = []
+            snapshots = LoopSnapshots(
+                self,
+                data,
+                model=model,
+                optimizer=optimizer,
+                rng=rng,
+                dropout=TorchGlobalRNG(cuda),
+            )
+            saved = snapshots.resume()  # a killed run of the same settings: go on from there
+            first = saved["epoch"] if saved else 0
+            if saved:
+                self.losses_ = list(saved["losses"])
             bar = tqdm(
-                range(config.epochs),
+                range(first, config.epochs),
+                initial=first,
+                total=config.epochs,
                 desc="BONET training",
                 unit="epoch",
                 disable=not self.progress,
                 leave=False,
             )
-            for _ in bar:
+            for epoch in bar:
                 order = torch.from_numpy(windows[rng.permutation(len(windows))]).to(device)
                 total = 0.0
                 for begin in range(0, len(order), config.batch_size):
@@ -493,7 +509,9 @@ class BONET(Method):
                     total += loss.item() * len(trajectory)
                 self.losses_.append(total / len(order))
                 bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
+                snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
             bar.close()
+            snapshots.finish()
         model.eval()
         self.model_ = model
         self.data_ = data

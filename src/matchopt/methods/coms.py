@@ -42,6 +42,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
@@ -155,6 +156,7 @@ class Coms(Method):
     """
 
     config_class = ComsConfig
+    resumable = True
     presets = {"paper": {}, "quick": QUICK}
 
     def fit(self, data: OfflineData) -> Coms:
@@ -177,14 +179,30 @@ class Coms(Method):
         alpha_optimizer = torch.optim.Adam([log_alpha], lr=config.alpha_lr)
 
         self.losses_: list[float] = []
+        snapshots = LoopSnapshots(
+            self,
+            data,
+            model=model,
+            optimizer=optimizer,
+            alpha_optimizer=alpha_optimizer,
+            noise=generator,
+        )
+        saved = snapshots.resume()  # a killed run of the same settings: go on from there
+        start = saved["epoch"] if saved else 0
+        if saved:
+            self.losses_ = list(saved["losses"])
+            with torch.no_grad():
+                log_alpha.copy_(saved["log_alpha"])
         bar = tqdm(
-            range(config.epochs),
+            range(start, config.epochs),
+            initial=start,
+            total=config.epochs,
             desc="COMs training",
             unit="epoch",
             disable=not self.progress,
             leave=False,
         )
-        for _ in bar:
+        for epoch in bar:
             order = torch.randperm(len(features), generator=generator)
             total = 0.0
             for start in range(0, len(order), config.batch_size):
@@ -207,7 +225,14 @@ class Coms(Method):
                 over=f"{overestimation.item():.3f}",
                 refresh=False,
             )
+            snapshots.save(
+                epoch + 1,
+                config.epochs,
+                losses=list(self.losses_),
+                log_alpha=log_alpha.detach().clone(),
+            )
         bar.close()
+        snapshots.finish()
         self.model_ = model
         self.alpha_ = float(log_alpha.detach().exp())
         self.step_size_ = step_size
