@@ -118,8 +118,7 @@ class LoopSnapshots:
     Usage in a method's ``fit`` (``parts`` by name; extra values such as losses go along)::
 
         snapshots = LoopSnapshots(self, data, model=net, optimizer=opt, noise=generator)
-        saved = snapshots.resume()  # None, or the extra values saved with the epoch
-        start = saved["epoch"] if saved else 0
+        start = snapshots.start(losses)  # 0, or the epoch a killed run had reached
         for epoch in range(start, epochs):
             ...
             snapshots.save(epoch + 1, epochs, losses=losses)
@@ -165,6 +164,13 @@ class LoopSnapshots:
             else:
                 part.load_state_dict(state)
         return saved["values"] | {"epoch": int(saved["epoch"])}
+
+    def start(self, losses: list[float]) -> int:
+        """:meth:`resume`, refill ``losses`` in place with the saved ones; returns the first
+        epoch to train (0 without a snapshot). Other saved values are in ``self.saved``."""
+        self.saved = self.resume() or {}
+        losses[:] = self.saved.get("losses", [])
+        return self.saved.get("epoch", 0)
 
     def save(self, epoch: int, epochs: int, **values: Any) -> None:
         """After ``epoch`` of ``epochs`` epochs: a snapshot if one is due (never after the last)."""

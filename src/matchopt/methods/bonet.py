@@ -475,10 +475,7 @@ class BONET(Method):
                 rng=rng,
                 dropout=TorchGlobalRNG(cuda),
             )
-            saved = snapshots.resume()  # a killed run of the same settings: go on from there
-            first = saved["epoch"] if saved else 0
-            if saved:
-                self.losses_ = list(saved["losses"])
+            first = snapshots.start(self.losses_)  # a killed run of the same settings: go on
             bar = tqdm(
                 range(first, config.epochs),
                 initial=first,

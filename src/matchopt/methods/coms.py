@@ -187,12 +187,10 @@ class Coms(Method):
             alpha_optimizer=alpha_optimizer,
             noise=generator,
         )
-        saved = snapshots.resume()  # a killed run of the same settings: go on from there
-        start = saved["epoch"] if saved else 0
-        if saved:
-            self.losses_ = list(saved["losses"])
+        start = snapshots.start(self.losses_)  # a killed run of the same settings: go on
+        if snapshots.saved:
             with torch.no_grad():
-                log_alpha.copy_(saved["log_alpha"])
+                log_alpha.copy_(snapshots.saved["log_alpha"])
         bar = tqdm(
             range(start, config.epochs),
             initial=start,

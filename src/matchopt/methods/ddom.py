@@ -305,10 +305,7 @@ class Ddom(Method):
 
         self.losses_: list[float] = []
         snapshots = LoopSnapshots(self, data, model=net, optimizer=optimizer, noise=noise)
-        saved = snapshots.resume()  # a killed run of the same settings: go on from there
-        start = saved["epoch"] if saved else 0
-        if saved:
-            self.losses_ = list(saved["losses"])
+        start = snapshots.start(self.losses_)  # a killed run of the same settings: go on
         bar = tqdm(
             range(start, config.epochs),
             initial=start,

@@ -431,15 +431,13 @@ class MatchOpt(Method):
 
         self.losses_: list[float] = []
         snapshots = LoopSnapshots(self, data, stage, model=model, optimizer=optimizer, rng=rng)
-        saved = snapshots.resume()
-        start = saved["epoch"] if saved else 0
-        if saved:
-            self.losses_ = list(saved["losses"])
-            if validator is not None:
-                validator.history[:] = saved["history"]
-                self.validation_seconds_ = float(saved["validation_seconds"])
-            if selector is not None:
-                selector.load_state(saved["selector"])
+        start = snapshots.start(self.losses_)  # a killed run of the same settings: go on
+        saved = snapshots.saved
+        if saved and validator is not None:
+            validator.history[:] = saved["history"]
+            self.validation_seconds_ = float(saved["validation_seconds"])
+        if saved and selector is not None:
+            selector.load_state(saved["selector"])
         bar = tqdm(
             range(start, epochs),
             initial=start,

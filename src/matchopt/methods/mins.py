@@ -298,10 +298,7 @@ class Mins(Method):
             critic_optimizer=d_opt,
             noise=noise,
         )
-        saved = snapshots.resume()  # a killed run of the same settings: go on from there
-        start = saved["epoch"] if saved else 0
-        if saved:
-            self.losses_ = list(saved["losses"])
+        start = snapshots.start(self.losses_)  # a killed run of the same settings: go on
         bar = tqdm(
             range(start, config.epochs),
             initial=start,
