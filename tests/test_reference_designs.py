@@ -18,5 +18,20 @@ def test_every_quick_preset_proposes_what_it_did_before_the_redesign(tmp_path):
     )
     before, after = np.load(BEFORE, allow_pickle=False), np.load(now, allow_pickle=False)
     assert sorted(after.files) == sorted(before.files)
-    changed = [key for key in before.files if not np.array_equal(before[key], after[key])]
+    changed = [key for key in before.files if not same_designs(key, before[key], after[key])]
     assert not changed, f"designs changed for {changed}"
+
+
+#: Methods whose training moved to torch's fused Adam, or skips zero-weight bootstrap rows
+#: (issue 12): the same computation in another summation order. Their continuous designs may move
+#: by float rounding (measured at most 3e-6 on designs of size 15); discrete ones stay equal.
+ROUNDING_CHANGED = {"coms", "mins", "ddom", "cbas", "ga", "ens-mean", "ens-min", "bonet"}
+
+
+def same_designs(key: str, before: np.ndarray, after: np.ndarray) -> bool:
+    if np.array_equal(before, after):
+        return True
+    method = key.split("/")[1]
+    if method not in ROUNDING_CHANGED or before.dtype.kind != "f":
+        return False
+    return bool(np.allclose(after, before, rtol=1e-6, atol=1e-5))

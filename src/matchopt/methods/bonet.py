@@ -80,6 +80,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
+from matchopt.models import adam
 
 
 @dataclass(frozen=True)
@@ -463,8 +464,11 @@ class BONET(Method):
                 config.n_heads,
                 config.dropout,
             ).to(device)
-            optimizer = torch.optim.AdamW(
-                decay_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.95)
+            optimizer = adam(
+                decay_groups(model, config.weight_decay),
+                lr=config.lr,
+                betas=(0.9, 0.95),
+                decoupled=True,
             )
             self.losses_: list[float] = []
             snapshots = LoopSnapshots(

@@ -46,7 +46,7 @@ from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
-from matchopt.models import mlp_layers
+from matchopt.models import adam, mlp_layers
 from matchopt.search import gradient_ascent, starting_points
 
 
@@ -175,8 +175,8 @@ class Coms(Method):
             torch.manual_seed(self.seed)
             model = mlp_layers(features.shape[1], config.hidden, 1, "relu")
         log_alpha = nn.Parameter(torch.tensor(math.log(config.initial_alpha)))
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        alpha_optimizer = torch.optim.Adam([log_alpha], lr=config.alpha_lr)
+        optimizer = adam(model.parameters(), lr=config.lr)
+        alpha_optimizer = adam([log_alpha], lr=config.alpha_lr)
 
         self.losses_: list[float] = []
         snapshots = LoopSnapshots(

@@ -60,7 +60,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
-from matchopt.models import mlp_layers
+from matchopt.models import adam, mlp_layers
 from matchopt.weighting import adaptive_temperature, score_bin_weights
 
 
@@ -301,7 +301,7 @@ class Ddom(Method):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             net = ScoreNet(features.shape[1], config.hidden)
-        optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
+        optimizer = adam(net.parameters(), lr=config.lr)
 
         self.losses_: list[float] = []
         snapshots = LoopSnapshots(self, data, model=net, optimizer=optimizer, noise=noise)

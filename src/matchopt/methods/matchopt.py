@@ -48,6 +48,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS, Method, by_design_type
 from matchopt.models.mlp import MLP
+from matchopt.models.optim import adam
 from matchopt.search import START_CHOICES, gradient_ascent, starting_points
 from matchopt.validation import (
     SELECTIONS,
@@ -426,7 +427,7 @@ class MatchOpt(Method):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             model = MLP(features.shape[1], config.hidden, config.negative_slope)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
+        optimizer = adam(model.parameters(), lr=config.lr)
         fused = config.backend == "fused" and rule is not None
 
         self.losses_: list[float] = []

@@ -57,6 +57,7 @@ from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
+from matchopt.models import adam
 from matchopt.weighting import score_bin_weights
 
 
@@ -281,8 +282,8 @@ class Mins(Method):
                 n_features, 1, config.hidden, config.embedding, config.negative_slope
             )
         betas = (config.beta1, config.beta2)
-        g_opt = torch.optim.Adam(self.generator_.parameters(), lr=config.lr, betas=betas)
-        d_opt = torch.optim.Adam(self.critic_.parameters(), lr=config.lr, betas=betas)
+        g_opt = adam(self.generator_.parameters(), lr=config.lr, betas=betas)
+        d_opt = adam(self.critic_.parameters(), lr=config.lr, betas=betas)
         # Gumbel-softmax temperature of each epoch: linear from start to final (discrete only).
         temperatures = np.linspace(
             config.start_temperature, config.final_temperature, config.epochs

@@ -8,9 +8,11 @@ from matchopt.models.gaussian import (
     fit_gaussian,
 )
 from matchopt.models.mlp import MLP, mlp_layers
+from matchopt.models.optim import adam
 
 __all__ = [
     "MLP",
+    "adam",
     "EnsembleConfig",
     "GaussianEnsemble",
     "GaussianMLP",
