@@ -111,3 +111,104 @@ def test_an_all_zero_batch_still_takes_an_adam_step(regression_data):
         )
         trained.append(model)
     assert max_parameter_difference(*trained) < PARAMETER_TOLERANCE
+
+
+# --- One trained ensemble serves GA, Ens-Mean and Ens-Min ---------------------------------------
+
+
+def _designs(method: str, task, seed: int = 0, cache=None) -> tuple[np.ndarray, dict]:
+    from matchopt.methods import make_method
+
+    solver = make_method(method, "quick", seed=seed)
+    if cache is not None:
+        solver.share_ensembles(cache)
+    solver.fit(task.offline)
+    return solver.propose(16), solver.fit_report()
+
+
+@pytest.mark.parametrize("task_name", ["potts", "styblinski-tang"])
+def test_ga_and_ensembles_from_one_cached_ensemble_give_their_own_designs(tmp_path, task_name):
+    from matchopt.tasks import load_task
+
+    task = load_task(task_name)
+    alone = {m: _designs(m, task)[0] for m in ("ens-mean", "ens-min", "ga")}
+    shared = {m: _designs(m, task, cache=tmp_path) for m in ("ens-mean", "ens-min", "ga")}
+    for method in alone:
+        np.testing.assert_array_equal(shared[method][0], alone[method], err_msg=method)
+    assert shared["ens-mean"][1]["shared_ensemble"]["from_cache"] is False
+    assert shared["ens-min"][1]["shared_ensemble"]["from_cache"] is True
+    assert shared["ga"][1]["shared_ensemble"]["from_cache"] is True  # member 0 of the five
+    assert len(list(tmp_path.glob("*.pt"))) == 1
+
+
+def test_a_smaller_ensemble_first_is_replaced_by_the_larger_one(tmp_path):
+    from matchopt.tasks import load_task
+
+    task = load_task("styblinski-tang")
+    _, ga_report = _designs("ga", task, cache=tmp_path)
+    designs, report = _designs("ens-mean", task, cache=tmp_path)
+    assert not ga_report["shared_ensemble"]["from_cache"]
+    assert not report["shared_ensemble"]["from_cache"]  # one member cached: five trained
+    np.testing.assert_array_equal(designs, _designs("ens-mean", task)[0])
+    assert _designs("ga", task, cache=tmp_path)[1]["shared_ensemble"]["from_cache"]
+
+
+def test_another_seed_or_setting_is_not_taken_from_the_cache(tmp_path):
+    from matchopt.methods import make_method
+    from matchopt.tasks import load_task
+
+    task = load_task("potts")
+    _designs("ens-mean", task, seed=0, cache=tmp_path)
+    assert not _designs("ens-mean", task, seed=1, cache=tmp_path)[1]["shared_ensemble"][
+        "from_cache"
+    ]
+    solver = make_method("ga", "quick", {"epochs": "4"}).share_ensembles(tmp_path)
+    assert not solver.fit(task.offline).fit_report()["shared_ensemble"]["from_cache"]
+
+
+def test_a_damaged_cache_file_is_a_miss(tmp_path):
+    from matchopt.tasks import load_task
+
+    task = load_task("potts")
+    _designs("ens-mean", task, cache=tmp_path)
+    (file,) = tmp_path.glob("*.pt")
+    file.write_bytes(b"not a torch file")
+    designs, report = _designs("ens-min", task, cache=tmp_path)
+    assert not report["shared_ensemble"]["from_cache"]
+    np.testing.assert_array_equal(designs, _designs("ens-min", task)[0])
+
+
+def test_bench_groups_the_cells_that_share_an_ensemble(tmp_path):
+    from matchopt.bench.cells import Cell
+    from matchopt.bench.grid import plan_jobs
+
+    cells = [
+        Cell(task, method, seed, "quick")
+        for task in ("potts",)
+        for method in ("ga", "matchopt", "ens-min", "ens-mean", "cma-es", "bo-qei")
+        for seed in (0, 1)
+    ]
+    jobs = plan_jobs(cells, tmp_path)
+    grouped = {tuple(c.name for c in job.cells): job.ensemble_folder for job in jobs}
+    assert ("potts/ens-min/seed0", "potts/ens-mean/seed0", "potts/ga/seed0") in grouped
+    assert ("potts/cma-es/seed1", "potts/bo-qei/seed1") in grouped
+    assert grouped[("potts/matchopt/seed0",)] is None
+    assert len(jobs) == 2 + 2 + 2  # matchopt x 2 seeds, two ensemble groups x 2 seeds
+    folders = [f for f in grouped.values() if f is not None]
+    assert len(set(folders)) == len(folders) == 4
+
+
+def test_bench_with_a_shared_ensemble_writes_the_standalone_records(tmp_path):
+    from matchopt.bench import Grid, run_grid
+    from matchopt.runner import run
+
+    grid = Grid(["potts"], ["ga", "ens-mean", "ens-min"], [0], "quick")
+    summary = run_grid(grid, tmp_path / "out", workers=1, threads=1, progress=False)
+    assert len(summary.finished) == 3 and not summary.failed
+    by_method = {r.method: r for r in summary.records}
+    assert not by_method["ens-mean"].extra["fit"]["shared_ensemble"]["from_cache"]
+    assert by_method["ga"].extra["fit"]["shared_ensemble"]["from_cache"]
+    for method, record in by_method.items():
+        alone, _ = run("potts", method, 0, "quick", threads=1)
+        assert record.scores == alone.scores, method
+    assert not any((tmp_path / "out" / ".snapshots" / "ensembles").glob("*"))

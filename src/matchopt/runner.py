@@ -32,6 +32,7 @@ def run(
     progress: bool = False,
     threads: int | None = None,
     snapshot: str | os.PathLike | None = None,
+    ensemble_cache: str | os.PathLike | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Fit ``method`` on the task's offline data, propose ``n_designs``, score them.
 
@@ -40,7 +41,9 @@ def run(
     ``extra.environment.torch_threads`` says how many: they change summation order, so the
     same seed gives the same designs with the same threads). With ``snapshot``, a resumable
     method keeps training snapshots in that file and continues from one left by a killed run
-    (:mod:`matchopt.checkpoints`).
+    (:mod:`matchopt.checkpoints`). With ``ensemble_cache``, a Gaussian-ensemble method takes a
+    matching trained ensemble from that folder or leaves its own there
+    (:meth:`~matchopt.methods.Method.share_ensembles`; the same designs either way).
 
     Returns:
         The run record and the designs (n_designs x shape).
@@ -49,6 +52,8 @@ def run(
     solver = make_method(method, preset, overrides, seed=seed, progress=progress)
     if snapshot is not None:
         solver.resume_from(snapshot)
+    if ensemble_cache is not None:
+        solver.share_ensembles(ensemble_cache)
     with limit_threads(threads):
         return _run(task_obj, solver, method, seed, preset, n_designs)
 

@@ -1,7 +1,8 @@
 """Execution backends of the grid runner: a local process pool, or Ray (local or a cluster).
 
-Both run :func:`matchopt.bench.cells.execute_cell` on each cell and hand every outcome to the
-driver's ``collect`` callback as soon as it arrives; scheduling is the engine's job, not ours.
+Both run :func:`matchopt.bench.cells.execute_job` on each job (one cell, or the cells that share
+a Gaussian ensemble) and hand every outcome to the driver's ``collect`` callback as soon as its
+job ends; scheduling is the engine's job, not ours.
 """
 
 from __future__ import annotations
@@ -12,26 +13,27 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from matchopt.bench.cells import Cell, CellOutcome, execute_cell, init_pool_worker, init_worker
+from matchopt.bench.cells import CellOutcome, Job, execute_job, init_pool_worker, init_worker
 from matchopt.errors import MatchoptError
 
 Collect = Callable[[CellOutcome], None]
 
 
 def run_local(
-    cells: list[Cell],
+    jobs: list[Job],
     data_dir: str | None,
     workers: int,
     threads: int,
     collect: Collect,
     out: str | None = None,
 ) -> None:
-    """Run cells on ``workers`` processes (``workers == 1``: in this process, in order);
+    """Run jobs on ``workers`` processes (``workers == 1``: in this process, in order);
     ``out``: the results folder (training snapshots of resumable methods go under it)."""
     if workers == 1:
         init_worker(threads)
-        for cell in cells:
-            collect(execute_cell(cell, data_dir, threads, out))
+        for job in jobs:
+            for outcome in execute_job(job, data_dir, threads, out):
+                collect(outcome)
         return
     # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.
     context = multiprocessing.get_context("spawn")
@@ -41,26 +43,28 @@ def run_local(
         initializer=init_pool_worker,
         initargs=(threads, os.getpid()),
     ) as pool:
-        pending = {pool.submit(execute_cell, cell, data_dir, threads, out): cell for cell in cells}
+        pending = {pool.submit(execute_job, job, data_dir, threads, out): job for job in jobs}
         try:
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
-                    cell = pending.pop(future)
+                    job = pending.pop(future)
                     try:
-                        outcome = future.result()
+                        outcomes = future.result()
                     except BrokenProcessPool as exc:
-                        # A worker died (killed, out of memory): the cell is recorded as failed
-                        # and will be retried by the next run.
-                        outcome = CellOutcome(cell, error=f"worker process died: {exc}")
-                    collect(outcome)
+                        # A worker died (killed, out of memory): its cells are recorded as
+                        # failed and will be retried by the next run.
+                        error = f"worker process died: {exc}"
+                        outcomes = [CellOutcome(cell, error=error) for cell in job.cells]
+                    for outcome in outcomes:
+                        collect(outcome)
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise
 
 
 def run_ray(
-    cells: list[Cell],
+    jobs: list[Job],
     data_dir: str | None,
     workers: int,
     threads: int,
@@ -84,17 +88,19 @@ def run_ray(
         else:
             ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False)
     try:
-        remote_cell = ray.remote(num_cpus=threads, max_retries=0)(_ray_cell)
-        pending = {remote_cell.remote(cell, data_dir, threads, out): cell for cell in cells}
+        remote_job = ray.remote(num_cpus=threads, max_retries=0)(_ray_job)
+        pending = {remote_job.remote(job, data_dir, threads, out): job for job in jobs}
         try:
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
-                cell = pending.pop(done[0])
+                job = pending.pop(done[0])
                 try:
-                    outcome = ray.get(done[0])
+                    outcomes = ray.get(done[0])
                 except ray.exceptions.RayError as exc:
-                    outcome = CellOutcome(cell, error=f"ray task failed: {exc}")
-                collect(outcome)
+                    error = f"ray task failed: {exc}"
+                    outcomes = [CellOutcome(cell, error=error) for cell in job.cells]
+                for outcome in outcomes:
+                    collect(outcome)
         except BaseException:
             for ref in pending:
                 ray.cancel(ref, force=True)
@@ -104,9 +110,10 @@ def run_ray(
             ray.shutdown()
 
 
-def _ray_cell(
-    cell: Cell, data_dir: str | None, threads: int, out: str | None = None
-) -> CellOutcome:
+def _ray_job(
+    job: Job, data_dir: str | None, threads: int, out: str | None = None
+) -> list[CellOutcome]:
     init_worker(threads)
-    # On a cluster the snapshots are on the worker's disk: a retried cell resumes only there.
-    return execute_cell(cell, data_dir, threads, out)
+    # On a cluster the snapshots (and a job's shared ensemble) are on the worker's disk: a
+    # retried job resumes only there.
+    return execute_job(job, data_dir, threads, out)

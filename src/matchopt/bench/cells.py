@@ -7,6 +7,7 @@ writes files (:mod:`matchopt.bench.grid`).
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 import time
 import traceback
@@ -49,6 +50,16 @@ class Cell:
         return Path(out) / SNAPSHOT_DIR / self.task / self.method / f"seed{self.seed}.pt"
 
 
+@dataclass(frozen=True)
+class Job:
+    """Cells one worker runs in order. Cells that fit the same Gaussian ensemble (GA, Ens-Mean
+    and Ens-Min of one task and seed) form one job, largest ensemble first, sharing it through
+    ``ensemble_folder`` (:mod:`matchopt.models.ensemble_cache`); other jobs hold one cell."""
+
+    cells: tuple[Cell, ...]
+    ensemble_folder: str | None = None
+
+
 @dataclass
 class CellOutcome:
     """What a worker sends back: a record and designs, or an error and its traceback."""
@@ -72,6 +83,7 @@ def run_cell(
     progress: bool = False,
     threads: int | None = None,
     snapshot: Path | None = None,
+    ensemble_folder: str | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Run one cell (``matchopt run`` runs each seed as one): its record and designs.
 
@@ -89,17 +101,39 @@ def run_cell(
         progress=progress,
         threads=threads,
         snapshot=snapshot,
+        ensemble_cache=ensemble_folder,
     )
     record.extra["cell_seconds"] = time.perf_counter() - start
     return record, designs
 
 
+def execute_job(
+    job: Job, data_dir: str | None, threads: int, out: str | None = None
+) -> list[CellOutcome]:
+    """Run a job's cells in order (:func:`execute_cell`); their outcomes in that order.
+
+    The shared ensemble stays in ``job.ensemble_folder`` until every cell of the job finished,
+    so a rerun after a kill takes it from there instead of training it again.
+    """
+    outcomes = [
+        execute_cell(cell, data_dir, threads, out, job.ensemble_folder) for cell in job.cells
+    ]
+    if job.ensemble_folder is not None and all(o.ok for o in outcomes):
+        shutil.rmtree(job.ensemble_folder, ignore_errors=True)
+    return outcomes
+
+
 def execute_cell(
-    cell: Cell, data_dir: str | None, threads: int, out: str | None = None
+    cell: Cell,
+    data_dir: str | None,
+    threads: int,
+    out: str | None = None,
+    ensemble_folder: str | None = None,
 ) -> CellOutcome:
     """Run one cell in a grid worker and return its outcome; never raises for a failure of the
     method (the grid records it and goes on). With ``out``, resumable methods keep training
-    snapshots under it (:meth:`Cell.snapshot_path`) and continue from them."""
+    snapshots under it (:meth:`Cell.snapshot_path`) and continue from them; with
+    ``ensemble_folder``, Gaussian-ensemble methods share their ensemble through it."""
     import torch
 
     torch.set_num_threads(max(1, threads))
@@ -107,7 +141,11 @@ def execute_cell(
     try:
         snapshot = cell.snapshot_path(Path(out)) if out is not None else None
         record, designs = run_cell(
-            cell, data_dir=data_dir, threads=max(1, threads), snapshot=snapshot
+            cell,
+            data_dir=data_dir,
+            threads=max(1, threads),
+            snapshot=snapshot,
+            ensemble_folder=ensemble_folder,
         )
     except Exception as exc:  # a failing cell is recorded and the grid goes on
         return CellOutcome(

@@ -8,6 +8,7 @@ cell and leaves no partial record, and a Ray cluster needs no shared filesystem 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import time
@@ -20,11 +21,13 @@ from tqdm import tqdm
 
 from matchopt._version import __version__
 from matchopt.bench.backends import run_local, run_ray
-from matchopt.bench.cells import Cell, CellOutcome
+from matchopt.bench.cells import SNAPSHOT_DIR, Cell, CellOutcome, Job
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.io import FileLocked, atomic_write_bytes, check_output_folder, file_lock
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
+from matchopt.methods.surrogate import EnsembleSurrogateMethod
+from matchopt.models.ensemble_cache import training_fields
 from matchopt.records import (
     RunRecord,
     read_record,
@@ -38,6 +41,8 @@ from matchopt.tasks import TASKS, resolve_data_dir
 BACKENDS = ("local", "ray")
 #: Held by a running bench in its results folder: a second bench on the folder stops at once.
 LOCK_FILE = ".matchopt-bench.lock"
+#: Folder (under the snapshots) of the Gaussian ensembles shared by the cells of one job.
+ENSEMBLE_DIR = "ensembles"
 
 
 @dataclass
@@ -116,6 +121,38 @@ def expected_config(cell: Cell) -> dict[str, Any]:
     """The config a record of this cell must carry (as stored in JSON)."""
     config = build_config(get_method_entry(cell.method), cell.preset, dict(cell.overrides))
     return json.loads(json.dumps(dataclasses.asdict(config)))
+
+
+def plan_jobs(cells: list[Cell], out: Path) -> list[Job]:
+    """Group the cells that fit the same Gaussian ensemble (same task, seed and training fields,
+    e.g. GA, Ens-Mean and Ens-Min) into one job, largest ensemble first; every other cell is a
+    job of its own. Order otherwise follows ``cells``."""
+    groups: dict[str, list[tuple[int, Cell]]] = {}
+    order: list[str] = []
+    for cell in cells:
+        entry = get_method_entry(cell.method)
+        name = cell.name
+        size = 0
+        if issubclass(entry.cls, EnsembleSurrogateMethod):
+            config = build_config(entry, cell.preset, dict(cell.overrides))
+            fields = json.dumps([cell.task, cell.seed, training_fields(config)], sort_keys=True)
+            name = hashlib.sha256(fields.encode()).hexdigest()[:16]
+            size = config.n_models
+        if name not in groups:
+            groups[name] = []
+            order.append(name)
+        groups[name].append((size, cell))
+    jobs = []
+    for name in order:
+        members = sorted(groups[name], key=lambda item: -item[0])  # stable: grid order on ties
+        job_cells = tuple(cell for _, cell in members)
+        folder = None
+        if len(job_cells) > 1:
+            first = job_cells[0]
+            label = f"{first.task}-seed{first.seed}-{name}"
+            folder = str(out / SNAPSHOT_DIR / ENSEMBLE_DIR / label)
+        jobs.append(Job(job_cells, folder))
+    return jobs
 
 
 def finished_record(cell: Cell, out: Path) -> RunRecord | None:
@@ -270,10 +307,11 @@ def _run_unlocked(
         bar.set_postfix(failed=len(summary.failed), last=outcome.cell.name, refresh=False)
 
     try:
-        if todo and backend == "ray":
-            run_ray(todo, data_dir_text, workers, threads, ray_address, collect, str(out))
-        elif todo:
-            run_local(todo, data_dir_text, workers, threads, collect, str(out))
+        jobs = plan_jobs(todo, out)
+        if jobs and backend == "ray":
+            run_ray(jobs, data_dir_text, workers, threads, ray_address, collect, str(out))
+        elif jobs:
+            run_local(jobs, data_dir_text, workers, threads, collect, str(out))
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:

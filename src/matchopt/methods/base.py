@@ -61,6 +61,8 @@ class Method(ABC):
     resumable: ClassVar[bool] = False
     #: The snapshot file of this run (:meth:`resume_from`); None: no snapshots.
     training_checkpoint: TrainingCheckpoint | None = None
+    #: Folder of shared Gaussian ensembles (:meth:`share_ensembles`); None: train one's own.
+    ensemble_cache: Path | None = None
 
     def __init__(self, config: Any = None, seed: int = 0, progress: bool = False):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -130,9 +132,21 @@ class Method(ABC):
         self.training_checkpoint = TrainingCheckpoint(path, every) if self.resumable else None
         return self
 
+    def share_ensembles(self, folder: str | os.PathLike | None) -> Method:
+        """Take a Gaussian-ensemble surrogate trained with the same data, fields and seed from
+        ``folder`` (:mod:`matchopt.models.ensemble_cache`), or train it and leave it there.
+
+        ``matchopt bench`` does this for cells that share an ensemble (GA, Ens-Mean and Ens-Min;
+        CMA-ES and BO-qEI). Methods without such a surrogate ignore it. Returns self.
+        """
+        self.ensemble_cache = None if folder is None else Path(folder)
+        return self
+
     def __matchopt_state__(self) -> dict[str, Any]:
-        """What a model file keeps (:mod:`matchopt.state`): everything but the snapshot file."""
-        return {k: v for k, v in vars(self).items() if k != "training_checkpoint"}
+        """What a model file keeps (:mod:`matchopt.state`): everything but the snapshot file and
+        the ensemble cache folder (places on this machine, not part of the model)."""
+        skip = ("training_checkpoint", "ensemble_cache")
+        return {k: v for k, v in vars(self).items() if k not in skip}
 
     # -- scikit-learn parameters (``sklearn.base.clone`` works) --
 

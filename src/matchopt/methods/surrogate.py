@@ -11,6 +11,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
 from matchopt.models import GaussianEnsemble
+from matchopt.models.ensemble_cache import EnsembleCache
 
 
 class EnsembleSurrogateMethod(Method):
@@ -28,11 +29,17 @@ class EnsembleSurrogateMethod(Method):
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x))
         scores = torch.from_numpy(self.encoder_.encode_y(data.y))
+        cache = None if self.ensemble_cache is None else EnsembleCache(self.ensemble_cache)
         self.ensemble_ = GaussianEnsemble.from_config(
-            features, scores, self.config_, self.seed, self.progress
+            features, scores, self.config_, self.seed, self.progress, cache
         )
         self.data_ = data
         return self
+
+    def fit_report(self) -> dict:
+        """Where the ensemble came from, when it was shared through a cache (bench grids)."""
+        shared = getattr(self.ensemble_, "shared_", None) if hasattr(self, "ensemble_") else None
+        return {"shared_ensemble": shared} if shared else {}
 
     def _predict_features(self, x: np.ndarray) -> np.ndarray:
         """Surrogate score (n,) of normalized features (n x d): the ensemble mean."""

@@ -10,6 +10,7 @@ per-sample weights = how often each row is drawn among N draws with replacement.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from matchopt.models.ensemble_cache import EnsembleCache, ensemble_key
 from matchopt.models.mlp import ACTIVATIONS, mlp_layers
 from matchopt.models.optim import adam
 
@@ -223,10 +225,41 @@ class GaussianEnsemble(nn.Module):
 
     @classmethod
     def from_config(
-        cls, x: torch.Tensor, y: torch.Tensor, config: Any, seed: int, progress: bool = False
+        cls,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        config: Any,
+        seed: int,
+        progress: bool = False,
+        cache: EnsembleCache | None = None,
     ) -> GaussianEnsemble:
         """:meth:`trained` with the fields of an :class:`EnsembleConfig` (and its ``bootstrap``
-        field where the config has one; True otherwise)."""
+        field where the config has one; True otherwise).
+
+        With ``cache``, the first ``n_models`` members of an ensemble trained on the same data
+        with the same fields and seed are taken from it (the same members, bit for bit, see
+        :mod:`matchopt.models.ensemble_cache`); otherwise the trained ensemble is stored there.
+        ``shared_`` of the result says which happened.
+        """
+        if cache is None:
+            return cls._trained_from_config(x, y, config, seed, progress)
+        key = ensemble_key(x, y, config, seed)
+        with torch.random.fork_rng(devices=[]):  # filled from the cache: leave torch's RNG alone
+            ensemble = cls(x.shape[1], config.n_models, config.hidden, config.activation)
+        if cache.load(key, ensemble):
+            ensemble.shared_ = {"from_cache": True, "train_seconds": cache.train_seconds(key)}
+            return ensemble.eval().requires_grad_(False)
+        start = time.perf_counter()
+        ensemble = cls._trained_from_config(x, y, config, seed, progress)
+        seconds = time.perf_counter() - start
+        cache.store(key, ensemble, seconds)
+        ensemble.shared_ = {"from_cache": False, "train_seconds": seconds}
+        return ensemble
+
+    @classmethod
+    def _trained_from_config(
+        cls, x: torch.Tensor, y: torch.Tensor, config: Any, seed: int, progress: bool
+    ) -> GaussianEnsemble:
         return cls.trained(
             x,
             y,

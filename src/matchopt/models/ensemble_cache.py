@@ -1,0 +1,120 @@
+"""Trained Gaussian ensembles shared between the methods of one benchmark grid.
+
+GA, Ens-Mean and Ens-Min fit the same bootstrapped ensemble (same architecture, training
+settings, data and seed) and differ only in how many members they keep and how the search
+combines them; CMA-ES and BO-qEI share theirs likewise. Member ``i`` of an ensemble does not
+depend on how many members follow it (initialization, bootstrap draws and batch orders are taken
+member after member from the seeded generators, :meth:`GaussianEnsemble.fit`), so the first ``n``
+members of a trained ``k``-member ensemble *are* the ``n``-member ensemble: GA's model is member 0
+of Ens-Mean's, bit for bit. ``matchopt bench`` uses a cache folder for cells that share an
+ensemble; a standalone ``matchopt run`` trains its own.
+
+Files hold tensors and plain data only (``torch.load(weights_only=True)``), are written
+atomically, and are keyed by a digest of everything the training reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from matchopt.io import atomic_write_bytes
+
+#: Config fields that determine a trained ensemble, besides the data, seed and member count.
+TRAINING_FIELDS = ("hidden", "activation", "epochs", "batch_size", "lr", "bootstrap")
+
+
+def training_fields(config: Any) -> dict[str, Any]:
+    """The fields of an ensemble config that its trained members depend on (not n_models)."""
+    return {
+        "hidden": list(config.hidden),
+        "activation": config.activation,
+        "epochs": int(config.epochs),
+        "batch_size": int(config.batch_size),
+        "lr": float(config.lr),
+        "bootstrap": bool(getattr(config, "bootstrap", True)),
+    }
+
+
+def ensemble_key(x: torch.Tensor, y: torch.Tensor, config: Any, seed: int) -> str:
+    """Digest of what an ensemble's training reads: features, scores, training fields, seed and
+    the thread count (it changes float summation order)."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([training_fields(config), int(seed)]).encode())
+    digest.update(str(torch.get_num_threads()).encode())
+    digest.update(np.ascontiguousarray(x.numpy()).tobytes())
+    digest.update(np.ascontiguousarray(y.numpy()).tobytes())
+    return digest.hexdigest()
+
+
+class EnsembleCache:
+    """A folder of trained ensembles, one file per key, each with as many members as the largest
+    request so far.
+
+    Args:
+        folder: where the files go (created on first store).
+    """
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+
+    def path(self, key: str) -> Path:
+        return self.folder / f"{key[:32]}.pt"
+
+    def members(self, key: str) -> int:
+        """How many trained members the cache holds for ``key`` (0 if none)."""
+        entry = self._read(key)
+        return 0 if entry is None else int(entry["n_models"])
+
+    def load(self, key: str, ensemble: torch.nn.Module) -> bool:
+        """Fill ``ensemble`` (an untrained :class:`GaussianEnsemble`) with the first
+        ``len(ensemble.members)`` trained members of ``key``; False if the cache holds fewer."""
+        entry = self._read(key)
+        n = len(ensemble.members)
+        if entry is None or int(entry["n_models"]) < n:
+            return False
+        prefix = tuple(f"members.{i}." for i in range(n))
+        state = {k: v for k, v in entry["state"].items() if k.startswith(prefix)}
+        ensemble.load_state_dict(state)
+        return True
+
+    def store(self, key: str, ensemble: torch.nn.Module, train_seconds: float) -> None:
+        """Keep ``ensemble``'s members under ``key`` unless the cache already holds as many."""
+        if self.members(key) >= len(ensemble.members):
+            return
+        buffer = io.BytesIO()
+        entry = {
+            "key": key,
+            "n_models": len(ensemble.members),
+            "train_seconds": float(train_seconds),
+            "state": {k: v.detach().clone() for k, v in ensemble.state_dict().items()},
+        }
+        torch.save(entry, buffer)
+        atomic_write_bytes(self.path(key), buffer.getvalue())
+
+    def train_seconds(self, key: str) -> float | None:
+        """Seconds the stored members took to train (where they were trained)."""
+        entry = self._read(key)
+        return None if entry is None else float(entry["train_seconds"])
+
+    def remove(self, key: str) -> None:
+        self.path(key).unlink(missing_ok=True)
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        path = self.path(key)
+        if not path.is_file():
+            return None
+        try:
+            entry = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
+        except Exception:  # a damaged cache file is a cache miss, never an error
+            return None
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        return entry
