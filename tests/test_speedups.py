@@ -126,8 +126,19 @@ def _designs(method: str, task, seed: int = 0, cache=None) -> tuple[np.ndarray, 
     return solver.propose(16), solver.fit_report()
 
 
+@pytest.fixture
+def wide_members(monkeypatch):
+    """The paper's GA / ensemble members are 2048 wide and train one after another; the quick
+    preset's 64-wide ones would train grouped. Make every width count as wide."""
+    import matchopt.models.gaussian as gaussian
+
+    monkeypatch.setattr(gaussian, "GROUPED_MAX_WIDTH", 0)
+
+
 @pytest.mark.parametrize("task_name", ["potts", "styblinski-tang"])
-def test_ga_and_ensembles_from_one_cached_ensemble_give_their_own_designs(tmp_path, task_name):
+def test_ga_and_ensembles_from_one_cached_ensemble_give_their_own_designs(
+    tmp_path, task_name, wide_members
+):
     from matchopt.tasks import load_task
 
     task = load_task(task_name)
@@ -141,7 +152,20 @@ def test_ga_and_ensembles_from_one_cached_ensemble_give_their_own_designs(tmp_pa
     assert len(list(tmp_path.glob("*.pt"))) == 1
 
 
-def test_a_smaller_ensemble_first_is_replaced_by_the_larger_one(tmp_path):
+def test_grouped_ensembles_are_shared_between_requests_of_one_size(tmp_path):
+    from matchopt.tasks import load_task
+
+    task = load_task("potts")
+    cma, first = _designs("cma-es", task, cache=tmp_path)
+    designs, report = _designs("bo-qei", task, cache=tmp_path)
+    assert not first["shared_ensemble"]["from_cache"] and report["shared_ensemble"]["from_cache"]
+    np.testing.assert_array_equal(designs, _designs("bo-qei", task)[0])
+    # GA's quick members are narrow too: not a prefix of the grouped five, so trained anew.
+    _designs("ens-mean", task, cache=tmp_path)
+    assert not _designs("ga", task, cache=tmp_path)[1]["shared_ensemble"]["from_cache"]
+
+
+def test_a_smaller_ensemble_first_is_replaced_by_the_larger_one(tmp_path, wide_members):
     from matchopt.tasks import load_task
 
     task = load_task("styblinski-tang")
@@ -166,7 +190,7 @@ def test_another_seed_or_setting_is_not_taken_from_the_cache(tmp_path):
     assert not solver.fit(task.offline).fit_report()["shared_ensemble"]["from_cache"]
 
 
-def test_a_damaged_cache_file_is_a_miss(tmp_path):
+def test_a_damaged_cache_file_is_a_miss(tmp_path, wide_members):
     from matchopt.tasks import load_task
 
     task = load_task("potts")
@@ -178,7 +202,7 @@ def test_a_damaged_cache_file_is_a_miss(tmp_path):
     np.testing.assert_array_equal(designs, _designs("ens-min", task)[0])
 
 
-def test_bench_groups_the_cells_that_share_an_ensemble(tmp_path):
+def test_bench_groups_the_cells_that_share_an_ensemble(tmp_path, wide_members):
     from matchopt.bench.cells import Cell
     from matchopt.bench.grid import plan_jobs
 
@@ -198,7 +222,7 @@ def test_bench_groups_the_cells_that_share_an_ensemble(tmp_path):
     assert len(set(folders)) == len(folders) == 4
 
 
-def test_bench_with_a_shared_ensemble_writes_the_standalone_records(tmp_path):
+def test_bench_with_a_shared_ensemble_writes_the_standalone_records(tmp_path, wide_members):
     from matchopt.bench import Grid, run_grid
     from matchopt.runner import run
 
@@ -212,3 +236,38 @@ def test_bench_with_a_shared_ensemble_writes_the_standalone_records(tmp_path):
         alone, _ = run("potts", method, 0, "quick", threads=1)
         assert record.scores == alone.scores, method
     assert not any((tmp_path / "out" / ".snapshots" / "ensembles").glob("*"))
+
+
+# --- Small ensemble members train in lockstep ----------------------------------------------------
+
+
+@pytest.mark.parametrize("bootstrap", [True, False])
+def test_grouped_training_equals_training_members_one_after_another(regression_data, bootstrap):
+    from matchopt.models import GaussianEnsemble
+
+    x, y = regression_data
+    torch.manual_seed(4)
+    start = GaussianEnsemble(6, 3, (16, 8), "leaky_relu")
+    trained = {}
+    for grouped in (True, False):
+        ensemble = copy.deepcopy(start)
+        ensemble.fit(
+            x, y, epochs=3, batch_size=40, lr=1e-3, seed=2, bootstrap=bootstrap, grouped=grouped
+        )
+        trained[grouped] = ensemble
+    assert max_parameter_difference(trained[True], trained[False]) < PARAMETER_TOLERANCE
+    assert max_parameter_difference(trained[True], start) > 1e-3
+
+
+def test_narrow_ensembles_train_grouped_and_wide_ones_in_turn(monkeypatch, regression_data):
+    import matchopt.models.gaussian as gaussian
+
+    calls = []
+    monkeypatch.setattr(gaussian, "fit_grouped", lambda *a, **k: calls.append("grouped"))
+    monkeypatch.setattr(gaussian, "fit_gaussian", lambda *a, **k: calls.append("one"))
+    x, y = regression_data
+    for hidden, n_models in [((256,), 5), ((2048, 8), 2), ((32,), 1)]:  # by width, not count
+        gaussian.GaussianEnsemble(6, n_models, hidden).fit(
+            x, y, epochs=1, batch_size=50, lr=1e-3, seed=0
+        )
+    assert calls == ["grouped", "one", "one", "grouped"]

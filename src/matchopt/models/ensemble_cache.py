@@ -2,12 +2,15 @@
 
 GA, Ens-Mean and Ens-Min fit the same bootstrapped ensemble (same architecture, training
 settings, data and seed) and differ only in how many members they keep and how the search
-combines them; CMA-ES and BO-qEI share theirs likewise. Member ``i`` of an ensemble does not
-depend on how many members follow it (initialization, bootstrap draws and batch orders are taken
-member after member from the seeded generators, :meth:`GaussianEnsemble.fit`), so the first ``n``
-members of a trained ``k``-member ensemble *are* the ``n``-member ensemble: GA's model is member 0
-of Ens-Mean's, bit for bit. ``matchopt bench`` uses a cache folder for cells that share an
-ensemble; a standalone ``matchopt run`` trains its own.
+combines them; CMA-ES and BO-qEI share theirs likewise. Members trained one after another do not
+depend on how many members follow them (initialization, bootstrap draws and batch orders are
+taken member after member from the seeded generators, :meth:`GaussianEnsemble.fit`), so the
+first ``n`` members of a trained ``k``-member ensemble *are* the ``n``-member ensemble: GA's model
+is member 0 of Ens-Mean's, bit for bit. Narrow members train in lockstep
+(:func:`~matchopt.models.gaussian.fit_grouped`), whose float rounding depends on the member count,
+so those are shared only between requests of the same size (CMA-ES and BO-qEI). ``matchopt
+bench`` uses a cache folder for cells that share an ensemble; a standalone ``matchopt run`` trains
+its own.
 
 Files hold tensors and plain data only (``torch.load(weights_only=True)``), are written
 atomically, and are keyed by a digest of everything the training reads.
@@ -27,13 +30,14 @@ import torch
 
 from matchopt.io import atomic_write_bytes
 
-#: Config fields that determine a trained ensemble, besides the data, seed and member count.
-TRAINING_FIELDS = ("hidden", "activation", "epochs", "batch_size", "lr", "bootstrap")
-
 
 def training_fields(config: Any) -> dict[str, Any]:
-    """The fields of an ensemble config that its trained members depend on (not n_models)."""
+    """The fields of an ensemble config that its trained members depend on: not n_models for
+    members trained one after another (a prefix is exact), n_models too for grouped ones."""
+    from matchopt.models.gaussian import trains_grouped
+
     return {
+        "members": int(config.n_models) if trains_grouped(config.hidden) else None,
         "hidden": list(config.hidden),
         "activation": config.activation,
         "epochs": int(config.epochs),
