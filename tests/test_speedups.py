@@ -271,3 +271,38 @@ def test_narrow_ensembles_train_grouped_and_wide_ones_in_turn(monkeypatch, regre
             x, y, epochs=1, batch_size=50, lr=1e-3, seed=0
         )
     assert calls == ["grouped", "one", "one", "grouped"]
+
+
+# --- BONET: a batch in micro-batches -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task_name", ["potts", "styblinski-tang"])
+def test_bonet_micro_batches_sum_to_the_batch_gradient(task_name, monkeypatch):
+    """Without dropout (whose masks depend on how the batch is cut) the accumulated gradient of
+    every step is the whole batch's, and training ends at the same parameters up to rounding."""
+    from matchopt.methods import make_method
+    from matchopt.tasks import load_task
+
+    clip = torch.nn.utils.clip_grad_norm_
+    gradients: list[list[torch.Tensor]] = []
+
+    def record_then_clip(parameters, max_norm):
+        parameters = list(parameters)
+        gradients[-1].append(torch.cat([p.grad.flatten() for p in parameters]).clone())
+        return clip(parameters, max_norm)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", record_then_clip)
+    task = load_task(task_name)
+    trained = []
+    for micro_batch in ("None", "8"):
+        gradients.append([])
+        solver = make_method(
+            "bonet", "quick", {"dropout": "0", "epochs": "2", "micro_batch": micro_batch}
+        )
+        trained.append(solver.fit(task.offline))
+    whole, parts = gradients
+    assert len(whole) == len(parts) > 1
+    for a, b in zip(whole, parts):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+    assert max_parameter_difference(trained[0].model_, trained[1].model_) < 1e-5
+    np.testing.assert_allclose(trained[0].losses_, trained[1].losses_, rtol=1e-5)

@@ -34,7 +34,14 @@ from matchopt.methods import METHODS, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
 from matchopt.records import summary_table, write_record
 from matchopt.report import FORMATS, write_report
-from matchopt.runtime import THREADS_ENV, check_threads, keep_freed_memory, set_threads
+from matchopt.runtime import (
+    DEVICE_ENV,
+    THREADS_ENV,
+    check_threads,
+    keep_freed_memory,
+    resolve_device,
+    set_threads,
+)
 from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, load_task, resolve_data_dir
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
 from matchopt.validation import SPLITS
@@ -81,6 +88,14 @@ def add_threads_option(parser: argparse.ArgumentParser, what: str = "this run") 
     )
 
 
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device",
+        default=None,
+        help=f"torch device: cpu, cuda, cuda:N, mps or auto (default: ${DEVICE_ENV}, else cpu)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="matchopt", description="Offline black-box optimization (MATCH-OPT).")
     parser.add_argument("--version", action="version", version=f"matchopt {__version__}")
@@ -105,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--download", action="store_true", help="fetch missing design-bench files first"
     )
     add_threads_option(p_run)
+    add_device_option(p_run)
 
     p_bench = sub.add_parser(
         "bench", help="run a grid of tasks x methods x seeds; resumable, one record per cell"
@@ -131,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config field of every method that has it, or of one method",
     )
     add_threads_option(p_bench, "each cell (default: as run, at most cores // workers)")
+    add_device_option(p_bench)
 
     p_report = sub.add_parser("report", help="tables and figures from a folder of records")
     p_report.add_argument("dir", help="results folder (records at any depth below it)")
@@ -222,6 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = parse_set_options(args.set)
     entry = get_method_entry(args.method)
     build_config(entry, args.preset, overrides)  # validate options before loading data
+    resolve_device(args.device)
     check_output_folder(args.out, "--out")
     if args.download:
         ensure_task_data(args.task, args.data_dir, download=True)
@@ -231,7 +249,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     records = []
     for seed in seeds:
         print(f"[{task.name} / {args.method} / seed {seed} / {args.preset}]", file=sys.stderr)
-        cell = Cell(args.task, args.method, seed, args.preset, tuple(sorted(overrides.items())))
+        cell = Cell(
+            args.task,
+            args.method,
+            seed,
+            args.preset,
+            tuple(sorted(overrides.items())),
+            args.device,
+        )
         # A one-cell grid, in this process.
         record, designs = run_cell(
             cell, task, progress=True, threads=args.threads, snapshot=cell.snapshot_path(out)
@@ -259,6 +284,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         seeds=parse_seeds(args.seeds),
         preset=args.preset,
         overrides=parse_set_options(args.set),
+        device=args.device,
     )
     if args.download:
         for name in grid.tasks:

@@ -15,7 +15,7 @@ from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
 from matchopt.methods import Method, make_method
 from matchopt.records import RunRecord
-from matchopt.runtime import limit_threads
+from matchopt.runtime import limit_threads, resolve_device
 from matchopt.tasks import Task, load_task
 
 N_DESIGNS = 128
@@ -33,6 +33,7 @@ def run(
     threads: int | None = None,
     snapshot: str | os.PathLike | None = None,
     ensemble_cache: str | os.PathLike | None = None,
+    device: str | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Fit ``method`` on the task's offline data, propose ``n_designs``, score them.
 
@@ -43,13 +44,16 @@ def run(
     method keeps training snapshots in that file and continues from one left by a killed run
     (:mod:`matchopt.checkpoints`). With ``ensemble_cache``, a Gaussian-ensemble method takes a
     matching trained ensemble from that folder or leaves its own there
-    (:meth:`~matchopt.methods.Method.share_ensembles`; the same designs either way).
+    (:meth:`~matchopt.methods.Method.share_ensembles`; the same designs either way). ``device``
+    is the torch device of the method (:func:`~matchopt.runtime.resolve_device`; default the
+    CPU); the record says which device ran.
 
     Returns:
         The run record and the designs (n_designs x shape).
     """
+    resolve_device(device)  # an unknown or absent device fails here, before any data is read
     task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
-    solver = make_method(method, preset, overrides, seed=seed, progress=progress)
+    solver = make_method(method, preset, overrides, seed=seed, progress=progress, device=device)
     if snapshot is not None:
         solver.resume_from(snapshot)
     if ensemble_cache is not None:
@@ -86,22 +90,26 @@ def _run(
         search_seconds=searched - fitted,
         version=__version__,
         n_designs=n_designs,
-        extra={"environment": environment(), **_fit_report(solver)},
+        extra={"environment": environment(solver.device_), **_fit_report(solver)},
     )
     return record, designs
 
 
-def environment() -> dict[str, Any]:
+def environment(device: Any = "cpu") -> dict[str, Any]:
     """Where a run's wall times were measured: they mean little without it."""
     import torch
 
-    return {
+    info = {
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
         "machine": platform.machine(),
         "python": platform.python_version(),
+        "device": str(device),
     }
+    if torch.device(device).type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return info
 
 
 def _fit_report(solver) -> dict[str, Any]:

@@ -99,3 +99,52 @@ def limit_threads(threads: int | None = None) -> Iterator[int]:
             yield threads
         finally:
             torch.set_num_threads(before)
+
+
+# --- Devices ----------------------------------------------------------------------------------
+
+#: Environment variable that sets the default torch device of a matchopt process.
+DEVICE_ENV = "MATCHOPT_DEVICE"
+
+
+def resolve_device(name: str | None = None, option: str = "--device"):
+    """The torch device ``name`` names, checked to exist here.
+
+    ``name``: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or ``"auto"`` (the first GPU if torch
+    sees one, else the CPU); None = ``$MATCHOPT_DEVICE``, else ``"cpu"``. Random draws stay on
+    the CPU whatever the device (methods draw there and move the numbers), so a seed gives the
+    same draws everywhere; results on a GPU still differ from the CPU's by float rounding.
+
+    Raises:
+        MatchoptError: an unknown device, or one this machine or this torch build lacks.
+    """
+    import torch
+
+    if name is None:
+        name = os.environ.get(DEVICE_ENV, "").strip() or "cpu"
+        option = f"${DEVICE_ENV}" if os.environ.get(DEVICE_ENV, "").strip() else option
+    text = str(name).strip().lower()
+    if text == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise MatchoptError(
+            f"{option} {name!r} is not a device; use cpu, cuda, cuda:<index>, mps or auto"
+        ) from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise MatchoptError(
+                f"{option} {name!r}: torch {torch.__version__} sees no CUDA GPU here (a CPU "
+                "build, or no driver); use --device cpu, or install a CUDA build of torch"
+            )
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise MatchoptError(
+                f"{option} {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
+    elif device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise MatchoptError(f"{option} {name!r}: this machine has no Apple GPU (mps)")
+    elif device.type != "cpu":
+        raise MatchoptError(f"{option} {name!r}: matchopt runs on cpu, cuda or mps devices")
+    return device

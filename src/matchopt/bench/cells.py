@@ -33,6 +33,9 @@ class Cell:
     seed: int
     preset: str = "paper"
     overrides: tuple[tuple[str, str], ...] = ()
+    #: Torch device of the run (None: ``$MATCHOPT_DEVICE`` or the CPU); not part of its name:
+    #: a record made on one device stands for the cell on any.
+    device: str | None = None
 
     @property
     def name(self) -> str:
@@ -102,6 +105,7 @@ def run_cell(
         threads=threads,
         snapshot=snapshot,
         ensemble_cache=ensemble_folder,
+        device=cell.device,
     )
     record.extra["cell_seconds"] = time.perf_counter() - start
     return record, designs

@@ -35,7 +35,7 @@ from matchopt.records import (
     summary_table,
     write_record,
 )
-from matchopt.runtime import check_threads, default_threads
+from matchopt.runtime import check_threads, default_threads, resolve_device
 from matchopt.tasks import TASKS, resolve_data_dir
 
 BACKENDS = ("local", "ray")
@@ -58,6 +58,8 @@ class Grid:
     seeds: Sequence[int]
     preset: str = "paper"
     overrides: dict[str, str] = field(default_factory=dict)
+    #: Torch device of every cell (None: ``$MATCHOPT_DEVICE`` or the CPU).
+    device: str | None = None
 
     def method_overrides(self) -> dict[str, dict[str, str]]:
         """Per-method overrides; raises for a key no method of the grid has."""
@@ -89,7 +91,7 @@ class Grid:
     def cells(self) -> list[Cell]:
         per_method = self.method_overrides()
         return [
-            Cell(t, m, int(s), self.preset, tuple(sorted(per_method[m].items())))
+            Cell(t, m, int(s), self.preset, tuple(sorted(per_method[m].items())), self.device)
             for t in self.tasks
             for m in self.methods
             for s in self.seeds
@@ -104,6 +106,7 @@ class Grid:
                 raise MatchoptError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")
         for method, overrides in self.method_overrides().items():
             build_config(get_method_entry(method), self.preset, overrides)
+        resolve_device(self.device)
         folder = resolve_data_dir(data_dir)
         for name in self.tasks:
             task_cls = TASKS[name]

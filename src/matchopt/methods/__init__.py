@@ -69,11 +69,12 @@ def make_method(
     overrides: dict[str, Any] | None = None,
     seed: int = 0,
     progress: bool = False,
+    device: str | None = None,
 ) -> Method:
     """Build a registered method with a preset and ``--set``-style overrides."""
     entry = get_method_entry(name)
     config = build_config(entry, preset, overrides or {})
-    return entry.cls(config, seed=seed, progress=progress)
+    return entry.cls(config, seed=seed, progress=progress, device=device)
 
 
 __all__ = ["METHODS", "Method", "MethodEntry", "MatchOpt", "MatchOptConfig", "make_method"]

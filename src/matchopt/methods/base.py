@@ -25,8 +25,11 @@ import numpy as np
 
 from matchopt.data import OfflineData
 from matchopt.errors import ConfigError, MatchoptError
+from matchopt.runtime import resolve_device
 
 if TYPE_CHECKING:
+    import torch
+
     from matchopt.checkpoints import TrainingCheckpoint
 
 #: Every method has ``paper`` and ``quick``; MATCH-OPT also ``validated`` (checkpoint chosen on
@@ -64,12 +67,25 @@ class Method(ABC):
     #: Folder of shared Gaussian ensembles (:meth:`share_ensembles`); None: train one's own.
     ensemble_cache: Path | None = None
 
-    def __init__(self, config: Any = None, seed: int = 0, progress: bool = False):
+    def __init__(
+        self,
+        config: Any = None,
+        seed: int = 0,
+        progress: bool = False,
+        device: str | None = None,
+    ):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise MatchoptError(f"seed must be an integer >= 0, got {seed!r}")
         self.config = config
         self.seed = seed
         self.progress = progress
+        self.device = device
+
+    @property
+    def device_(self) -> torch.device:
+        """The torch device that fits and searches (:func:`~matchopt.runtime.resolve_device`):
+        ``device``, else ``$MATCHOPT_DEVICE``, else the CPU. Random draws stay on the CPU."""
+        return resolve_device(self.device, "device")
 
     @property
     def config_(self) -> Any:
@@ -151,11 +167,16 @@ class Method(ABC):
     # -- scikit-learn parameters (``sklearn.base.clone`` works) --
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The constructor's arguments: ``config``, ``seed``, ``progress``.
+        """The constructor's arguments: ``config``, ``seed``, ``progress``, ``device``.
 
         With ``deep``, also ``config__<field>`` for every field of the config in use.
         """
-        params = {"config": self.config, "seed": self.seed, "progress": self.progress}
+        params = {
+            "config": self.config,
+            "seed": self.seed,
+            "progress": self.progress,
+            "device": self.device,
+        }
         if deep:
             config = self.config_
             for f in dataclasses.fields(config):
@@ -171,7 +192,7 @@ class Method(ABC):
         fields = {f.name for f in dataclasses.fields(self.config_class)}
         updates = {}
         for name, value in params.items():
-            if name in ("config", "seed", "progress"):
+            if name in ("config", "seed", "progress", "device"):
                 if name == "seed":
                     type(self)(self.config, seed=value)  # the constructor's check of seeds
                 setattr(self, name, value)
@@ -180,7 +201,8 @@ class Method(ABC):
             else:
                 raise MatchoptError(
                     f"{type(self).__name__} has no parameter {name!r}; use config, seed, "
-                    f"progress or config__<field> with a field of {self.config_class.__name__}"
+                    f"progress, device or config__<field> with a field of "
+                    f"{self.config_class.__name__}"
                 )
         if updates:
             config = dataclasses.replace(self.config_, **updates)
@@ -215,6 +237,7 @@ class Method(ABC):
             raise MatchoptError(
                 f"{path}: holds a {type(method).__name__}, not a fitted {cls.__name__}"
             )
+        method.device = "cpu"  # files are read onto the CPU, whatever device wrote them
         return method
 
 
