@@ -166,15 +166,16 @@ class Coms(Method):
         tau = by_design_type(config.tau, discrete, 2.0, 0.5)
         particle_lr = by_design_type(config.particle_lr, discrete, 2.0, 0.05)
         self.encoder_ = DesignEncoder(data.space, normalize_x=normalize_x).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x))
-        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
+        device = self.device_
+        features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(device)
+        scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(device)
         step_size = particle_lr * math.sqrt(features.shape[1])
 
-        generator = torch.Generator().manual_seed(self.seed)
+        generator = torch.Generator().manual_seed(self.seed)  # batch orders, on the CPU
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            model = mlp_layers(features.shape[1], config.hidden, 1, "relu")
-        log_alpha = nn.Parameter(torch.tensor(math.log(config.initial_alpha)))
+            model = mlp_layers(features.shape[1], config.hidden, 1, "relu").to(device)
+        log_alpha = nn.Parameter(torch.tensor(math.log(config.initial_alpha), device=device))
         optimizer = adam(model.parameters(), lr=config.lr)
         alpha_optimizer = adam([log_alpha], lr=config.alpha_lr)
 
@@ -201,7 +202,7 @@ class Coms(Method):
             leave=False,
         )
         for epoch in bar:
-            order = torch.randperm(len(features), generator=generator)
+            order = torch.randperm(len(features), generator=generator).to(device)
             total = 0.0
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
@@ -247,7 +248,11 @@ class Coms(Method):
         features = self.encoder_.encode_x(self.data_.x)
         rng = np.random.default_rng([self.seed, 1])  # unused by top-k starts
         starts = starting_points(features, self.data_.y, n, "topk", rng)
+        device = next(self.model_.parameters()).device
         final = ascend(
-            self.model_, torch.from_numpy(starts), self.config_.search_steps, self.step_size_
+            self.model_,
+            torch.from_numpy(starts).to(device),
+            self.config_.search_steps,
+            self.step_size_,
         )
-        return self.encoder_.decode_x(final.numpy())
+        return self.encoder_.decode_x(final.cpu().numpy())

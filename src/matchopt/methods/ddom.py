@@ -196,7 +196,7 @@ def reverse_drift(
     (= g^2 score - f, the public ``PluginReverseSDE.mu``).
     """
     n = len(x)
-    tt = torch.full((2 * n,), t)
+    tt = torch.full((2 * n,), t, device=x.device)
     out = net(torch.cat([x, x]), tt, torch.cat([y, torch.zeros_like(y)]))
     a = (1.0 + guidance) * out[:n] - guidance * out[n:]
     return sde.g(tt[:n])[:, None] * a + 0.5 * sde.beta(tt[:n])[:, None] * x
@@ -237,8 +237,8 @@ def sample(
     """
     n, dt = len(y), sde.horizon / steps
 
-    def normal() -> torch.Tensor:
-        return torch.from_numpy(rng.standard_normal((n, dim), dtype=np.float32))
+    def normal() -> torch.Tensor:  # drawn on the CPU: the same noise on every device
+        return torch.from_numpy(rng.standard_normal((n, dim), dtype=np.float32)).to(y.device)
 
     def g(t: float) -> float:
         return float(sde.g(torch.tensor(t)))
@@ -288,6 +288,7 @@ class Ddom(Method):
 
     def fit(self, data: OfflineData) -> Ddom:
         config = self.config_
+        device = self.device_
         sde = self._sde()
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x))
@@ -296,11 +297,12 @@ class Ddom(Method):
         self.weights_ = score_bin_weights(
             scores.numpy(), self.temperature_, config.n_bins, clip=config.weight_clip
         )
-        weights = torch.from_numpy(self.weights_)
-        noise = torch.Generator().manual_seed(self.seed)
+        weights = torch.from_numpy(self.weights_).to(device)
+        features, scores = features.to(device), scores.to(device)
+        noise = torch.Generator().manual_seed(self.seed)  # all draws on the CPU, then moved
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            net = ScoreNet(features.shape[1], config.hidden)
+            net = ScoreNet(features.shape[1], config.hidden).to(device)
         optimizer = adam(net.parameters(), lr=config.lr)
 
         self.losses_: list[float] = []
@@ -318,10 +320,11 @@ class Ddom(Method):
         for epoch in bar:
             total = 0.0
             for batch in torch.randperm(len(features), generator=noise).split(config.batch_size):
-                x0, y, w = features[batch], scores[batch], weights[batch]
                 keep = torch.rand(len(batch), generator=noise) > config.label_dropout
                 t = torch.rand(len(batch), generator=noise) * config.horizon
-                eps = torch.randn(x0.shape, generator=noise)
+                eps = torch.randn((len(batch), features.shape[1]), generator=noise)
+                batch, keep, t, eps = (v.to(device) for v in (batch, keep, t, eps))
+                x0, y, w = features[batch], scores[batch], weights[batch]
                 optimizer.zero_grad()
                 loss = denoising_loss(net, sde, x0, y * keep, w, t, eps)
                 loss.backward()
@@ -343,16 +346,20 @@ class Ddom(Method):
         config = self.config_
         y_max = float(self.encoder_.encode_y(self.data_.y).max())
         rng = np.random.default_rng([self.seed, 1])
-        features = sample(
-            self.net_,
-            self._sde(),
-            torch.full((n,), y_max),
-            self.encoder_.n_features,
-            config.sampling_steps,
-            config.guidance,
-            rng,
-            config.sampler,
-        ).numpy()
+        features = (
+            sample(
+                self.net_,
+                self._sde(),
+                torch.full((n,), y_max, device=self.device_),
+                self.encoder_.n_features,
+                config.sampling_steps,
+                config.guidance,
+                rng,
+                config.sampler,
+            )
+            .cpu()
+            .numpy()
+        )
         if not np.isfinite(features).all():
             raise MatchoptError("DDOM sampling diverged (NaN or inf); try more sampling_steps")
         return self.encoder_.decode_x(features)

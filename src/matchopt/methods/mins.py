@@ -158,7 +158,8 @@ def gumbel_softmax(
         temperature: relaxation temperature (-> 0: a one-hot categorical sample).
         generator: source of the Gumbel noise.
     """
-    u = torch.rand(log_probs.shape, generator=generator).clamp_(1e-20, 1.0)
+    # Drawn on the CPU (the generator's device), then moved: the same noise on every device.
+    u = torch.rand(log_probs.shape, generator=generator).to(log_probs.device).clamp_(1e-20, 1.0)
     return torch.softmax((log_probs - torch.log(-torch.log(u))) / temperature, dim=-1)
 
 
@@ -188,7 +189,7 @@ def critic_loss(
         generator: source of the interpolation coefficients.
     """
     n = len(x_real)
-    e = torch.rand(n, 1, generator=generator)
+    e = torch.rand(n, 1, generator=generator).to(x_real.device)
     x_mix = (e * x_real + (1 - e) * x_fake).requires_grad_(True)
     # One pass over real, fake and mixed rows (LayerNorm acts per row, so rows do not interact).
     out = critic(torch.cat([x_real, x_fake, x_mix]), y.repeat(3))[:, 0]
@@ -259,6 +260,7 @@ class Mins(Method):
 
     def fit(self, data: OfflineData) -> Mins:
         config = self.config_
+        device = self.device_
         self.data_ = data
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self._real_features(data))
@@ -266,7 +268,8 @@ class Mins(Method):
         self.weights_ = score_bin_weights(
             scores.numpy(), config.weight_temperature, config.n_bins, clip=config.weight_clip
         )
-        weights = torch.from_numpy(self.weights_)
+        weights = torch.from_numpy(self.weights_).to(device)
+        features, scores = features.to(device), scores.to(device)
         n_features = features.shape[1]
         noise = torch.Generator().manual_seed(self.seed)
         with torch.random.fork_rng(devices=[]):
@@ -281,6 +284,8 @@ class Mins(Method):
             self.critic_ = ConditionalMLP(
                 n_features, 1, config.hidden, config.embedding, config.negative_slope
             )
+        self.generator_.to(device)
+        self.critic_.to(device)
         betas = (config.beta1, config.beta2)
         g_opt = adam(self.generator_.parameters(), lr=config.lr, betas=betas)
         d_opt = adam(self.critic_.parameters(), lr=config.lr, betas=betas)
@@ -311,13 +316,13 @@ class Mins(Method):
         )
         for epoch in bar:
             tau = float(temperatures[epoch])
-            order = torch.randperm(len(features), generator=noise)
+            order = torch.randperm(len(features), generator=noise).to(device)
             total = 0.0
             for step, batch in enumerate(order.split(config.batch_size)):
                 x_real = self._relax_real(features[batch], tau, noise)
                 y, w = scores[batch], weights[batch]
                 with torch.no_grad():
-                    z = torch.randn(len(batch), config.latent_size, generator=noise)
+                    z = torch.randn(len(batch), config.latent_size, generator=noise).to(device)
                     x_fake = self._generate(z, y, tau, noise)
                 d_opt.zero_grad()
                 loss = critic_loss(self.critic_, x_real, x_fake, y, w, config.penalty_weight, noise)
@@ -327,7 +332,7 @@ class Mins(Method):
                 if step % config.critic_steps == 0:
                     self.critic_.requires_grad_(False)
                     g_opt.zero_grad()
-                    z = torch.randn(len(batch), config.latent_size, generator=noise)
+                    z = torch.randn(len(batch), config.latent_size, generator=noise).to(device)
                     generator_loss(self.critic_, self._generate(z, y, tau, noise), y, w).backward()
                     g_opt.step()
                     self.critic_.requires_grad_(True)
@@ -345,9 +350,10 @@ class Mins(Method):
         """``n`` samples G(z, y_max) with y_max the best offline score, in the data's format."""
         self._check_fitted()
         rng = np.random.default_rng([self.seed, 1])
+        device = next(self.generator_.parameters()).device
         z = torch.from_numpy(rng.standard_normal((n, self.config_.latent_size), np.float32))
         y_max = torch.full((n,), float(self.encoder_.encode_y(self.data_.y).max()))
-        out = self.generator_(z, y_max).numpy()
+        out = self.generator_(z.to(device), y_max.to(device)).cpu().numpy()
         if not self.data_.space.is_discrete:
             return self.encoder_.decode_x(out)
         length, k = self.data_.space.shape[0], self.data_.space.vocab_size
