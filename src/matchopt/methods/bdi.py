@@ -171,7 +171,7 @@ def bidirectional_loss(
     )
     k_hx = kernel(designs, x)
     joint = config.coupling == "joint"
-    total = torch.zeros(() if joint else len(designs), dtype=designs.dtype)
+    total = torch.zeros(() if joint else len(designs), dtype=designs.dtype, device=designs.device)
     if config.loss in ("both", "forward"):
         forward = forward_loss(k_hx, coefficients, config.label)
         total = total + (forward.mean() if joint else forward)
@@ -214,8 +214,8 @@ class BDI(Method):
         rng = np.random.default_rng(self.seed)
         self.rows_ = kernel_rows(len(data), config.max_rows, rng)
         rows = data.x[self.rows_]
-        x = torch.from_numpy(self.encoder_.encode_x(rows)).double()
-        y = torch.from_numpy(self.encoder_.encode_y(data.y[self.rows_])).double()
+        x = torch.from_numpy(self.encoder_.encode_x(rows)).double().to(self.device_)
+        y = torch.from_numpy(self.encoder_.encode_y(data.y[self.rows_])).double().to(self.device_)
         bar = tqdm(
             total=len(x), desc="BDI kernel", unit="row", disable=not self.progress, leave=False
         )
@@ -244,6 +244,7 @@ class BDI(Method):
         features = self.encoder_.encode_x(self.data_.x)
         rng = np.random.default_rng([self.seed, 1])
         starts = torch.from_numpy(starting_points(features, self.data_.y, n, config.init, rng))
+        starts = starts.to(self.kernel_x_.device)
         bar = tqdm(
             total=config.search_steps,
             desc="BDI search",
@@ -265,14 +266,15 @@ class BDI(Method):
             by_design_type(config.search_lr, self.data_.space.is_discrete, 0.1, 0.001),
         )
         bar.close()
-        return self.encoder_.decode_x(final.numpy())
+        return self.encoder_.decode_x(final.cpu().numpy())
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """Forward NTK-regression predictions (n,) of designs, in the units of the offline y."""
         self._check_fitted()
         designs = self.data_.space.validate(designs)
         features = torch.from_numpy(self.encoder_.encode_x(designs)).double()
+        features = features.to(self.kernel_x_.device)
         config = self.config_
         with torch.no_grad():
             k = relu_ntk(features, self.kernel_x_, config.depth, config.weight_std, config.bias_std)
-        return self.encoder_.decode_y((k @ self.coefficients_).numpy())
+        return self.encoder_.decode_y((k @ self.coefficients_).cpu().numpy())

@@ -158,8 +158,12 @@ class BoQei(EnsembleSurrogateMethod):
     presets = {"paper": {}, "quick": QUICK}
 
     def _observe(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Ensemble mean of ``x`` (m x d, float64) plus N(0, noise_se^2), float64 (m,)."""
-        mean = self.ensemble_.predict_mean(x.float()).double()
+        """Ensemble mean of ``x`` (m x d, float64) plus N(0, noise_se^2), float64 (m,).
+
+        The ensemble runs on the method's device; the GP and the acquisition stay on the CPU
+        in float64 (a 500-832 point GP is small, and GPU float64 is slow on most cards)."""
+        device = next(self.ensemble_.parameters()).device
+        mean = self.ensemble_.predict_mean(x.float().to(device)).double().cpu()
         return mean + self.config_.noise_se * torch.randn(
             mean.shape, generator=generator, dtype=mean.dtype
         )

@@ -167,10 +167,12 @@ class DesignVAE(nn.Module):
     def sample_designs(self, params: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """One design per row of decoder parameters (Gumbel-max for tokens)."""
         if self.vocab_size:
-            uniform = torch.rand(params.shape, generator=generator).clamp_min(1e-20)
-            return (params - torch.log(-torch.log(uniform))).argmax(-1)
+            # Draws on the CPU generator, then moved: the same noise on every device.
+            uniform = torch.rand(params.shape, generator=generator).to(params.device)
+            return (params - torch.log(-torch.log(uniform.clamp_min(1e-20)))).argmax(-1)
         mean, log_std = params.unbind(-1)
-        return mean + log_std.exp() * torch.randn(mean.shape, generator=generator)
+        noise = torch.randn(mean.shape, generator=generator).to(mean.device)
+        return mean + log_std.exp() * noise
 
     def loss(
         self, x: torch.Tensor, weights: torch.Tensor, beta: float, generator: torch.Generator
@@ -178,7 +180,7 @@ class DesignVAE(nn.Module):
         """Weighted negative ELBO ``mean(w * (-log p(x | z) + beta * KL(q(z | x) || N(0, I))))``
         with one reparameterized z per design."""
         mean, std = self.encode(x)
-        z = mean + std * torch.randn(mean.shape, generator=generator)
+        z = mean + std * torch.randn(mean.shape, generator=generator).to(mean.device)
         nll = -self.log_likelihood(self.decode(z), x)
         kl = (0.5 * (mean.pow(2) + std.pow(2) - 1.0) - std.log()).sum(-1)
         return (weights * (nll + beta * kl)).mean()
@@ -197,7 +199,7 @@ def train_vae(
 ) -> None:
     """Weighted maximum likelihood (ELBO) over shuffled mini-batches."""
     for _ in range(epochs):
-        order = torch.randperm(len(x), generator=generator)
+        order = torch.randperm(len(x), generator=generator).to(x.device)
         for start in range(0, len(x), batch_size):
             batch = order[start : start + batch_size]
             loss = vae.loss(x[batch], weights[batch], beta, generator)
@@ -213,7 +215,7 @@ def probability_above(
     ensemble: GaussianEnsemble, features: torch.Tensor, gamma: float
 ) -> torch.Tensor:
     """P(y > gamma | x) (n,) under the equal-weight mixture of the members' Gaussians."""
-    total = torch.zeros(len(features))
+    total = torch.zeros(len(features), device=features.device)
     for member in ensemble.members:
         mean, log_std = member(features)
         total += torch.special.ndtr((mean - gamma) / log_std.exp())
@@ -264,9 +266,10 @@ class CbAS(Method):
         config = self.config_
         space = data.space
         self.encoder_ = DesignEncoder(space).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x))
-        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
-        designs = torch.from_numpy(data.x) if space.is_discrete else features
+        device = self.device_
+        features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(device)
+        scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(device)
+        designs = torch.from_numpy(data.x).to(device) if space.is_discrete else features
         generator = torch.Generator().manual_seed(self.seed)
         # 1. Forward ensemble on bootstraps.
         ensemble = GaussianEnsemble.trained(
@@ -285,7 +288,7 @@ class CbAS(Method):
             torch.manual_seed(self.seed)
             prior = DesignVAE(
                 space.shape[0], space.vocab_size, config.latent_size, config.vae_hidden
-            )
+            ).to(device)
 
         # 2. Prior p on the offline designs; q starts as a copy.
         optimizer = torch.optim.Adam(prior.parameters(), lr=config.vae_lr)
@@ -296,7 +299,7 @@ class CbAS(Method):
                 prior,
                 optimizer,
                 designs,
-                torch.ones(len(designs)),
+                torch.ones(len(designs), device=device),
                 epochs=1,
                 batch_size=config.vae_batch_size,
                 beta=config.vae_beta,
@@ -315,12 +318,12 @@ class CbAS(Method):
             with torch.no_grad():
                 z = torch.randn(
                     config.samples_per_iteration, config.latent_size, generator=generator
-                )
+                ).to(device)
                 q_params = search.decode(z)
                 x = search.sample_designs(q_params, generator)
                 x_features = self._features(x)
                 predicted = ensemble.predict_mean(x_features)
-                quantile = torch.tensor(config.percentile / 100.0)
+                quantile = torch.tensor(config.percentile / 100.0, device=device)
                 gamma = float(torch.quantile(predicted, quantile, interpolation="nearest"))
                 weights = cbas_weights(
                     prior.log_likelihood(prior.decode(z), x),
@@ -348,15 +351,17 @@ class CbAS(Method):
         """Ensemble features of VAE designs (tokens are mapped through the encoder)."""
         if not self.encoder_.space.is_discrete:
             return designs
-        return torch.from_numpy(self.encoder_.encode_x(designs.numpy()))
+        encoded = self.encoder_.encode_x(designs.cpu().numpy())
+        return torch.from_numpy(encoded).to(designs.device)
 
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs sampled from the adapted search distribution q."""
         self._check_fitted()
         generator = torch.Generator().manual_seed(_stream_seed(self.seed, 1))
+        device = next(self.search_.parameters()).device
         with torch.no_grad():
-            z = torch.randn(n, self.config_.latent_size, generator=generator)
-            x = self.search_.sample_designs(self.search_.decode(z), generator)
+            z = torch.randn(n, self.config_.latent_size, generator=generator).to(device)
+            x = self.search_.sample_designs(self.search_.decode(z), generator).cpu()
         if self.data_.space.is_discrete:
             return x.numpy().astype(np.int64)
         return self.encoder_.decode_x(x.numpy())

@@ -105,11 +105,11 @@ class GradientAscent(EnsembleSurrogateMethod):
         starts = starting_points(features, self.data_.y, n, config.init, rng)
         step = config.search_lr * float(np.sqrt(features.shape[1]))
         final = gradient_ascent(
-            self._score, torch.from_numpy(starts), config.search_steps, step, optimizer="sgd"
+            self._score, self._to_model_device(starts), config.search_steps, step, optimizer="sgd"
         )
-        return self.encoder_.decode_x(final.numpy())
+        return self.encoder_.decode_x(final.cpu().numpy())
 
     def _predict_features(self, x: np.ndarray) -> np.ndarray:
         """The aggregated score (n,) of normalized features: what :meth:`predict` reports."""
         with torch.no_grad():
-            return self._score(torch.from_numpy(x)).numpy()
+            return self._score(self._to_model_device(x)).cpu().numpy()

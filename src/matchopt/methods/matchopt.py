@@ -202,8 +202,12 @@ def line_integral_estimates(
         values = model(x)
         return values[1:] - values[:-1]
     dx = x[1:] - x[:-1]
-    t = torch.tensor((0.0, *rule.interior_t, 1.0), dtype=x.dtype)
-    w = torch.tensor((rule.start_weight, *rule.interior_weights, rule.end_weight), dtype=x.dtype)
+    t = torch.tensor((0.0, *rule.interior_t, 1.0), dtype=x.dtype, device=x.device)
+    w = torch.tensor(
+        (rule.start_weight, *rule.interior_weights, rule.end_weight),
+        dtype=x.dtype,
+        device=x.device,
+    )
     nodes = (x[:-1, None, :] + t[None, :, None] * dx[:, None, :]).detach().requires_grad_(True)
     values = model(nodes.reshape(-1, x.shape[1]))
     # Rows are independent, so one backward of the sum gives every node's input gradient.
@@ -240,7 +244,7 @@ def _leaky_relu_derivative(a: torch.Tensor, slope: float) -> torch.Tensor:
     Uses the kernel autograd itself uses: on CPU it is several times faster than ``a > 0``
     followed by a conversion or ``torch.where``.
     """
-    ones = torch.ones((), dtype=a.dtype).expand_as(a)
+    ones = torch.ones((), dtype=a.dtype, device=a.device).expand_as(a)
     return torch.ops.aten.leaky_relu_backward(ones, a, slope, False)
 
 
@@ -262,8 +266,8 @@ def fused_loss_and_gradients(
     layers, head, slope = list(model.hidden), model.output, model.negative_slope
     n_points, n_pairs, n_inner = x.shape[0], x.shape[0] - 1, len(rule.interior_t)
     dx = x[1:] - x[:-1]
-    inner_t = torch.tensor(rule.interior_t, dtype=x.dtype)
-    inner_w = torch.tensor(rule.interior_weights, dtype=x.dtype)
+    inner_t = torch.tensor(rule.interior_t, dtype=x.dtype, device=x.device)
+    inner_w = torch.tensor(rule.interior_weights, dtype=x.dtype, device=x.device)
 
     # Forward: trajectory rows first, then the interior quadrature nodes of every pair.
     first = layers[0]
@@ -373,8 +377,8 @@ class MatchOpt(Method):
                 f"selection={config.selection!r} needs held-out rows: set validation_fraction > 0"
             )
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x))
-        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
+        features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(self.device_)
+        scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(self.device_)
         train_rows = np.arange(len(data))
         validator, selector = None, CheckpointSelector(config.selection, keep_checkpoints)
         if config.validation_fraction > 0:
@@ -427,6 +431,7 @@ class MatchOpt(Method):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             model = MLP(features.shape[1], config.hidden, config.negative_slope)
+        model.to(features.device)
         optimizer = adam(model.parameters(), lr=config.lr)
         fused = config.backend == "fused" and rule is not None
 
@@ -450,7 +455,7 @@ class MatchOpt(Method):
         )
         for epoch in bar:
             epoch_loss = 0.0
-            trajectories = torch.from_numpy(sample_trajectories(buckets, rng))
+            trajectories = torch.from_numpy(sample_trajectories(buckets, rng)).to(features.device)
             for x, y_path in zip(features[trajectories], scores[trajectories]):
                 if fused:
                     epoch_loss += fused_loss_and_gradients(model, x, y_path, rule, config.alpha)
@@ -493,7 +498,7 @@ class MatchOpt(Method):
         length = min(config.trajectory_length, len(rows))
         buckets = [rows[b] for b in rank_buckets(y[rows], length)]
         paths = sample_trajectories(buckets, np.random.default_rng([self.seed, 8]))
-        paths = torch.from_numpy(paths[:VALIDATION_TRAJECTORIES])
+        paths = torch.from_numpy(paths[:VALIDATION_TRAJECTORIES]).to(features.device)
 
         def matching_loss(model: torch.nn.Module) -> float:
             with torch.enable_grad():
@@ -504,7 +509,9 @@ class MatchOpt(Method):
             return float(np.mean(losses))
 
         return Validator(
-            features[rows], scores[rows].numpy(), extra_metrics={"matching-loss": matching_loss}
+            features[rows],
+            scores[rows].cpu().numpy(),
+            extra_metrics={"matching-loss": matching_loss},
         )
 
     @classmethod
@@ -546,17 +553,22 @@ class MatchOpt(Method):
         starts = starting_points(features, self.data_.y, n, config.init, rng)
         final = gradient_ascent(
             self.model_,
-            torch.from_numpy(starts),
+            torch.from_numpy(starts).to(self._model_device()),
             config.search_steps,
             config.search_lr_scale
             * by_design_type(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001),
         )
-        return self.encoder_.decode_x(final.numpy())
+        return self.encoder_.decode_x(final.cpu().numpy())
+
+    def _model_device(self) -> torch.device:
+        return next(self.model_.parameters()).device
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """Surrogate predictions (n,) of designs, in the units of the offline y."""
         self._check_fitted()
         designs = self.data_.space.validate(designs)
         with torch.no_grad():
-            out = self.model_(torch.from_numpy(self.encoder_.encode_x(designs)))
-        return self.encoder_.decode_y(out.numpy())
+            out = self.model_(
+                torch.from_numpy(self.encoder_.encode_x(designs)).to(self._model_device())
+            )
+        return self.encoder_.decode_y(out.cpu().numpy())

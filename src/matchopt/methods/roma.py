@@ -214,12 +214,13 @@ class Roma(Method):
     def fit(self, data: OfflineData) -> Roma:
         config = self.config_
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x))
-        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
-        generator = torch.Generator().manual_seed(self.seed)
+        device = self.device_
+        features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(device)
+        scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(device)
+        generator = torch.Generator().manual_seed(self.seed)  # draws on the CPU, then moved
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            model = GaussianMLP(features.shape[1], config.hidden, "softplus")
+            model = GaussianMLP(features.shape[1], config.hidden, "softplus").to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
 
         self.losses_: list[float] = []
@@ -231,12 +232,12 @@ class Roma(Method):
             leave=False,
         )
         for _ in bar:
-            order = torch.randperm(len(features), generator=generator)
+            order = torch.randperm(len(features), generator=generator).to(device)
             total = 0.0
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
                 x = features[batch]
-                x = x + config.noise_std * torch.randn(x.shape, generator=generator)
+                x = x + config.noise_std * torch.randn(x.shape, generator=generator).to(device)
                 loss = perturbed_training_step(
                     model,
                     optimizer,
@@ -264,11 +265,14 @@ class Roma(Method):
         config = self.config_
         features = self.encoder_.encode_x(self.data_.x)
         rng = np.random.default_rng([self.seed, 1])  # unused by top-k starts
+        model = self.model_
+        device = next(model.parameters()).device
         x_init = torch.from_numpy(starting_points(features, self.data_.y, n, "topk", rng))
+        x_init = x_init.to(device)
         # Same rows as the top-k starts: targets of the first adaptation.
         targets = torch.from_numpy(self.encoder_.encode_y(self.data_.y[self.data_.top_k(n)]))
+        targets = targets.to(device)
 
-        model = self.model_
         norms = [p.detach().norm() for p in perturbable(model)]
         with torch.no_grad():
             anchor = model(x_init)[0]
@@ -296,4 +300,4 @@ class Roma(Method):
             optimizer.step()
             with torch.no_grad():
                 targets = adapted(x)[0]
-        return self.encoder_.decode_x(x.detach().numpy())
+        return self.encoder_.decode_x(x.detach().cpu().numpy())

@@ -27,8 +27,8 @@ class EnsembleSurrogateMethod(Method):
 
     def fit(self, data: OfflineData) -> EnsembleSurrogateMethod:
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x))
-        scores = torch.from_numpy(self.encoder_.encode_y(data.y))
+        features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(self.device_)
+        scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(self.device_)
         cache = None if self.ensemble_cache is None else EnsembleCache(self.ensemble_cache)
         self.ensemble_ = GaussianEnsemble.from_config(
             features, scores, self.config_, self.seed, self.progress, cache
@@ -44,7 +44,11 @@ class EnsembleSurrogateMethod(Method):
     def _predict_features(self, x: np.ndarray) -> np.ndarray:
         """Surrogate score (n,) of normalized features (n x d): the ensemble mean."""
         with torch.no_grad():
-            return self.ensemble_.predict_mean(torch.from_numpy(x)).numpy()
+            return self.ensemble_.predict_mean(self._to_model_device(x)).cpu().numpy()
+
+    def _to_model_device(self, x: np.ndarray) -> torch.Tensor:
+        """Normalized features (n x d) as a tensor where the ensemble lives."""
+        return torch.from_numpy(x).to(next(self.ensemble_.parameters()).device)
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """Surrogate predictions (n,) of designs, in the units of the offline y."""

@@ -66,7 +66,7 @@ class Untrained(Method):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             model = MLP(self.encoder_.n_features, config.hidden, config.negative_slope)
-        self.model_ = model.eval().requires_grad_(False)
+        self.model_ = model.to(self.device_).eval().requires_grad_(False)
         self.data_ = data
         return self
 
@@ -78,5 +78,7 @@ class Untrained(Method):
         features = self.encoder_.encode_x(self.data_.x)
         rng = np.random.default_rng([self.seed, 1])
         starts = starting_points(features, self.data_.y, n, config.init, rng)
-        final = gradient_ascent(self.model_, torch.from_numpy(starts), config.search_steps, lr)
-        return self.encoder_.decode_x(final.numpy())
+        device = next(self.model_.parameters()).device
+        starts = torch.from_numpy(starts).to(device)
+        final = gradient_ascent(self.model_, starts, config.search_steps, lr)
+        return self.encoder_.decode_x(final.cpu().numpy())

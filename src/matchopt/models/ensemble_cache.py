@@ -48,13 +48,13 @@ def training_fields(config: Any) -> dict[str, Any]:
 
 
 def ensemble_key(x: torch.Tensor, y: torch.Tensor, config: Any, seed: int) -> str:
-    """Digest of what an ensemble's training reads: features, scores, training fields, seed and
-    the thread count (it changes float summation order)."""
+    """Digest of what an ensemble's training reads: features, scores, training fields, seed, and
+    the thread count and device type (they change float summation order)."""
     digest = hashlib.sha256()
     digest.update(json.dumps([training_fields(config), int(seed)]).encode())
-    digest.update(str(torch.get_num_threads()).encode())
-    digest.update(np.ascontiguousarray(x.numpy()).tobytes())
-    digest.update(np.ascontiguousarray(y.numpy()).tobytes())
+    digest.update(f"{torch.get_num_threads()} {x.device.type}".encode())
+    digest.update(np.ascontiguousarray(x.cpu().numpy()).tobytes())
+    digest.update(np.ascontiguousarray(y.cpu().numpy()).tobytes())
     return digest.hexdigest()
 
 
@@ -116,7 +116,7 @@ class EnsembleCache:
         if not path.is_file():
             return None
         try:
-            entry = torch.load(io.BytesIO(path.read_bytes()), weights_only=True)
+            entry = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
         except Exception:  # a damaged cache file is a cache miss, never an error
             return None
         if not isinstance(entry, dict) or entry.get("key") != key:

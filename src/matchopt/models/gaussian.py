@@ -115,10 +115,11 @@ def fit_gaussian(
     """
     optimizer = adam(model.parameters(), lr=lr)
     weights = torch.ones(len(x)) if sample_weights is None else sample_weights.float()
+    weights = weights.to(x.device)
     skip_zero_rows = skip_zero_weights and bool((weights == 0).any())
     losses = []
     for _ in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
-        order = torch.randperm(len(x), generator=generator)
+        order = torch.randperm(len(x), generator=generator).to(x.device)  # drawn on the CPU
         total = 0.0
         for start in range(0, len(x), batch_size):
             batch = order[start : start + batch_size]
@@ -198,9 +199,10 @@ def fit_grouped(
     optimizer = adam(parameters, lr=lr)
     n_members = len(members)
     weights = torch.ones(n_members, len(x)) if sample_weights is None else sample_weights.float()
+    weights = weights.to(x.device)
     losses = []
     for _ in tqdm(range(epochs), desc="ensemble", unit="epoch", disable=not progress, leave=False):
-        order = torch.stack([torch.randperm(len(x), generator=g) for g in orders])
+        order = torch.stack([torch.randperm(len(x), generator=g) for g in orders]).to(x.device)
         total = 0.0
         for start in range(0, len(x), batch_size):
             batch = order[:, start : start + batch_size]  # members x B
@@ -325,6 +327,7 @@ class GaussianEnsemble(nn.Module):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             ensemble = cls(x.shape[1], n_models, hidden, activation)
+        ensemble.to(x.device)  # initialized on the CPU: the same start on every device
         ensemble.fit(
             x,
             y,
@@ -360,6 +363,7 @@ class GaussianEnsemble(nn.Module):
         key = ensemble_key(x, y, config, seed)
         with torch.random.fork_rng(devices=[]):  # filled from the cache: leave torch's RNG alone
             ensemble = cls(x.shape[1], config.n_models, config.hidden, config.activation)
+        ensemble.to(x.device)
         if cache.load(key, ensemble):
             ensemble.shared_ = {"from_cache": True, "train_seconds": cache.train_seconds(key)}
             return ensemble.eval().requires_grad_(False)

@@ -177,7 +177,7 @@ def relu_ntk_gram(
     """
     _check_inputs(x, x, depth)
     n = x.shape[0]
-    gram = torch.zeros(n, n, dtype=x.dtype)
+    gram = torch.zeros(n, n, dtype=x.dtype, device=x.device)
     for start in range(0, n, TILE_ROWS):
         rows = slice(start, start + TILE_ROWS)
         for column in range(start, n, TILE_COLUMNS):
@@ -223,7 +223,7 @@ def ntk_regression_coefficients(
     # ``gram.mT`` is a column-major view whose lower triangle is the upper triangle computed
     # above: LAPACK factorizes it where it lies, without a second N x N copy.
     factor = gram.mT
-    info = torch.empty((), dtype=torch.int32)
+    info = torch.empty((), dtype=torch.int32, device=x.device)
     torch.linalg.cholesky_ex(factor, out=(factor, info))
     if info.item() != 0:
         raise MatchoptError(
