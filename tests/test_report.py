@@ -159,8 +159,8 @@ def test_markdown_tables(results):
 
 def test_latex_tables(results):
     text = write_report(results, (100,), "latex")
-    assert text.count("\\begin{tabular}") == 3  # score, ablation, runtime
-    assert text.count("\\toprule") == 3 and text.count("\\bottomrule") == 3
+    assert text.count("\\begin{tabular}") == 4  # score, ablation, runtime, missing cells
+    assert text.count("\\toprule") == 4 and text.count("\\bottomrule") == 4
     assert "Method & ant (published) & ant & tf\\_bind & MNR \\\\" in text
     assert (
         "coms & 0.885 $\\pm$ 0.024 & \\textbf{0.950 $\\pm$ 0.000} (1) [1 seed] & -- & 0.333 \\\\"
@@ -350,3 +350,47 @@ def test_published_numbers_are_the_papers():
     from matchopt.tasks import TASKS
 
     assert set(frame["method"]) <= set(METHODS) and set(frame["task"]) <= set(TASKS)
+
+
+def test_every_registered_method_short_of_seeds_is_listed_with_its_reason(results):
+    from matchopt.methods import METHODS
+    from matchopt.report import missing_cells
+
+    (results / "pending.csv").write_text(
+        "# why cells are missing\ntask,method,reason\n"
+        'tf_bind,bonet,"GPU run pending (benchmarks/gpu_grid.sh)"\n'
+    )
+    records = load_records(results)
+    missing = missing_cells(results, records)
+    by_cell = {(c.task, c.method): c for c in missing.itertuples(index=False)}
+    # Each task lacks every registered method it has no 4 seeds of.
+    assert set(by_cell) == {(t, m) for t in ("ant", "tf_bind") for m in METHODS} - {
+        ("ant", "matchopt"),
+        ("ant", "matchopt-noreg"),
+        ("tf_bind", "matchopt"),
+        ("tf_bind", "matchopt-noreg"),
+    }
+    assert by_cell["tf_bind", "bonet"].reason == "GPU run pending (benchmarks/gpu_grid.sh)"
+    assert by_cell["ant", "coms"].seeds == 1 and by_cell["ant", "coms"].expected == 4
+    assert by_cell["ant", "coms"].reason == "failed (seed1.error.json): boom"
+    assert by_cell["ant", "ddom"].reason == "not run"
+    text = write_report(results, methods=["matchopt", "coms"])
+    section = text.split("## Cells missing seeds")[1]
+    assert "| ant     | coms     | 1 of 4  | failed (seed1.error.json): boom |" in section
+    assert "ddom" not in section  # only the methods asked for
+
+
+def test_a_pending_file_without_a_reason_is_named(results):
+    (results / "pending.csv").write_text("task,method,reason\ntf_bind,bonet,\n")
+    with pytest.raises(MatchoptError, match=r"pending.csv, row 2: needs task, method and reason"):
+        write_report(results)
+
+
+def test_runtime_table_names_the_gpu_of_runs_made_on_one(results):
+    path = results / "ant" / "coms" / "seed0.json"
+    record = json.loads(path.read_text())
+    record["extra"] = {"environment": {"device": "cuda:0", "gpu": "NVIDIA H100 80GB HBM3"}}
+    path.write_text(json.dumps(record))
+    runtime = write_report(results).split("## Runtime")[1]
+    assert "(NVIDIA H100 80GB HBM3)" in runtime
+    assert runtime.count("(NVIDIA") == 1  # the CPU runs carry no mark

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import re
 from collections import Counter
@@ -383,7 +384,24 @@ def _ablation_table(style: _Style, summary: pd.DataFrame, qs: tuple[float, ...])
     return style.table(title, header, rows, notes)
 
 
-def _runtime_table(style: _Style, runtime: pd.DataFrame) -> str:
+def run_devices(records: Sequence[RunRecord]) -> dict[tuple[str, str], str]:
+    """(task, method) -> the accelerator its runs used, for cells that ran off the CPU (the GPU's
+    name where the record has it, else the torch device)."""
+    devices: dict[tuple[str, str], set[str]] = {}
+    for record in records:
+        environment = record.extra.get("environment", {})
+        device = str(environment.get("device", "cpu"))
+        if device.split(":")[0] != "cpu":
+            devices.setdefault((record.task, record.method), set()).add(
+                str(environment.get("gpu") or device)
+            )
+    return {cell: ", ".join(sorted(names)) for cell, names in devices.items()}
+
+
+def _runtime_table(
+    style: _Style, runtime: pd.DataFrame, devices: dict[tuple[str, str], str] | None = None
+) -> str:
+    devices = devices or {}
     means = runtime.pivot(index="method", columns="task", values="mean")
     counts = runtime.pivot(index="method", columns="task", values="n_seeds")
     means, counts = means.sort_index().sort_index(axis=1), counts.sort_index().sort_index(axis=1)
@@ -398,12 +416,90 @@ def _runtime_table(style: _Style, runtime: pd.DataFrame) -> str:
                 continue
             text = _SECONDS.format(mean)
             n = int(counts.loc[method, task])
-            row.append(text + (" " + _seed_note(n) if n != usual else ""))
+            text += " " + _seed_note(n) if n != usual else ""
+            if (task, method) in devices:
+                text += " " + style.name(f"({devices[task, method]})")
+            row.append(text)
         rows.append(row)
     header = ["Method"] + [style.name(t) for t in means.columns]
     title = "Runtime: mean wall seconds per seed (fit + search)"
-    notes = f"Seconds measured where each run ran; {usual} seeds per cell unless marked."
+    notes = (
+        f"Seconds measured where each run ran: on CPUs (threads and load in each record), or "
+        f"on the GPU named in parentheses; {usual} seeds per cell unless marked."
+    )
     return style.table(title, header, rows, notes)
+
+
+#: File of a results folder giving, per (task, method), why seeds are missing (columns task,
+#: method, reason; ``#`` starts a comment line). The report lists every registered method a
+#: task lacks seeds of, with this reason, a failed cell's error, or "not run".
+PENDING_FILE = "pending.csv"
+
+
+def pending_reasons(results_dir: str | Path) -> dict[tuple[str, str], str]:
+    """(task, method) -> reason, from ``<results_dir>/pending.csv`` (empty if there is none)."""
+    path = Path(results_dir) / PENDING_FILE
+    if not path.is_file():
+        return {}
+    lines = [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
+    reasons = {}
+    for number, row in enumerate(csv.DictReader(lines), start=2):
+        if not row.get("task") or not row.get("method") or not row.get("reason"):
+            raise MatchoptError(f"{path}, row {number}: needs task, method and reason")
+        reasons[row["task"].strip(), row["method"].strip()] = row["reason"].strip()
+    return reasons
+
+
+def missing_cells(
+    results_dir: str | Path,
+    records: Sequence[RunRecord],
+    methods: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Every (task, method) with fewer seeds than the task's best-covered method, and why.
+
+    Tasks are those of ``records``; methods all registered ones (or ``methods``). The reason is
+    the ``pending.csv`` entry, else the error of a failed cell (``seed<k>.error.json``), else
+    "not run". Columns: task, method, seeds, expected, reason.
+    """
+    from matchopt.methods import METHODS
+
+    wanted = list(methods) if methods is not None else sorted(METHODS)
+    counts = Counter((r.task, r.method) for r in records)
+    reasons = pending_reasons(results_dir)
+    rows = []
+    for task in sorted({r.task for r in records}):
+        expected = max(n for (t, _), n in counts.items() if t == task)
+        for method in wanted:
+            done = counts.get((task, method), 0)
+            if done >= expected:
+                continue
+            reason = reasons.get((task, method)) or _failure(results_dir, task, method)
+            rows.append([task, method, done, expected, reason or "not run"])
+    return pd.DataFrame(rows, columns=["task", "method", "seeds", "expected", "reason"])
+
+
+def _failure(results_dir: str | Path, task: str, method: str) -> str | None:
+    """The error of the first failed cell of (task, method), if a grid left one."""
+    for path in sorted(Path(results_dir).rglob(f"{task}/{method}/seed*.error.json")):
+        try:
+            error = json.loads(path.read_text()).get("error", "")
+        except (OSError, ValueError):
+            continue
+        return f"failed ({path.name}): {str(error).splitlines()[0][:120]}"
+    return None
+
+
+def _missing_table(style: _Style, missing: pd.DataFrame) -> str:
+    rows = [
+        [style.name(c.task), style.name(c.method), f"{c.seeds} of {c.expected}"]
+        + [style.name(c.reason)]
+        for c in missing.itertuples(index=False)
+    ]
+    notes = (
+        f"Registered methods with fewer seeds than the task's best-covered method; reasons from "
+        f"the results folder's {PENDING_FILE}, a failed cell's error file, or none (not run)."
+    )
+    return style.table("Cells missing seeds", ["Task", "Method", "Seeds", "Why"], rows, notes)
 
 
 def _csv_report(summary: pd.DataFrame, runtime: pd.DataFrame, qs: tuple[float, ...]) -> str:
@@ -510,7 +606,10 @@ def write_report(
     parts += [_score_table(style, summary, q, best) for q in qs]
     parts.append(_ablation_table(style, summary, qs))
     if runtime:
-        parts.append(_runtime_table(style, times))
+        parts.append(_runtime_table(style, times, run_devices(records)))
+    missing = missing_cells(results_dir, records, methods)
+    if len(missing):
+        parts.append(_missing_table(style, missing))
     return "\n\n".join(parts) + "\n"
 
 
