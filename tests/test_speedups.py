@@ -306,3 +306,30 @@ def test_bonet_micro_batches_sum_to_the_batch_gradient(task_name, monkeypatch):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
     assert max_parameter_difference(trained[0].model_, trained[1].model_) < 1e-5
     np.testing.assert_allclose(trained[0].losses_, trained[1].losses_, rtol=1e-5)
+
+
+def test_an_ensemble_killed_between_members_resumes_at_the_next_member(tmp_path, wide_members):
+    """Each finished member is kept in the cache; a rerun trains only the rest and gives the
+    designs of an uninterrupted run."""
+    import matchopt.models.gaussian as gaussian
+    from matchopt.tasks import load_task
+
+    task = load_task("styblinski-tang")  # continuous designs: any change shows
+    original = gaussian.fit_gaussian
+    trained = []
+
+    def killed_after_two(*args, **kwargs):
+        if len(trained) == 2:
+            raise KeyboardInterrupt  # the process dies while member 3 trains
+        trained.append(1)
+        return original(*args, **kwargs)
+
+    gaussian.fit_gaussian = killed_after_two
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _designs("ens-mean", task, cache=tmp_path)
+    finally:
+        gaussian.fit_gaussian = original
+    designs, report = _designs("ens-mean", task, cache=tmp_path)
+    assert report["shared_ensemble"]["resumed_members"] == 2
+    np.testing.assert_array_equal(designs, _designs("ens-mean", task)[0])

@@ -77,28 +77,36 @@ class EnsembleCache:
         entry = self._read(key)
         return 0 if entry is None else int(entry["n_models"])
 
-    def load(self, key: str, ensemble: torch.nn.Module) -> bool:
-        """Fill ``ensemble`` (an untrained :class:`GaussianEnsemble`) with the first
-        ``len(ensemble.members)`` trained members of ``key``; False if the cache holds fewer."""
+    def load(self, key: str, ensemble: torch.nn.Module) -> int:
+        """Fill the first members of ``ensemble`` (an untrained :class:`GaussianEnsemble`) with
+        the trained members of ``key``; returns how many it filled (0: none cached)."""
         entry = self._read(key)
-        n = len(ensemble.members)
-        if entry is None or int(entry["n_models"]) < n:
-            return False
+        if entry is None:
+            return 0
+        n = min(len(ensemble.members), int(entry["n_models"]))
         prefix = tuple(f"members.{i}." for i in range(n))
         state = {k: v for k, v in entry["state"].items() if k.startswith(prefix)}
-        ensemble.load_state_dict(state)
-        return True
+        ensemble.load_state_dict(state, strict=False)
+        return n
 
-    def store(self, key: str, ensemble: torch.nn.Module, train_seconds: float) -> None:
-        """Keep ``ensemble``'s members under ``key`` unless the cache already holds as many."""
-        if self.members(key) >= len(ensemble.members):
+    def store(
+        self, key: str, ensemble: torch.nn.Module, members: int, train_seconds: float
+    ) -> None:
+        """Keep the first ``members`` trained members of ``ensemble`` under ``key``, unless the
+        cache already holds as many."""
+        if self.members(key) >= members:
             return
+        prefix = tuple(f"members.{i}." for i in range(members))
         buffer = io.BytesIO()
         entry = {
             "key": key,
-            "n_models": len(ensemble.members),
+            "n_models": members,
             "train_seconds": float(train_seconds),
-            "state": {k: v.detach().clone() for k, v in ensemble.state_dict().items()},
+            "state": {
+                k: v.detach().cpu().clone()
+                for k, v in ensemble.state_dict().items()
+                if k.startswith(prefix)
+            },
         }
         torch.save(entry, buffer)
         atomic_write_bytes(self.path(key), buffer.getvalue())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,12 +265,17 @@ class GaussianEnsemble(nn.Module):
         bootstrap: bool = True,
         progress: bool = False,
         grouped: bool | None = None,
+        first_member: int = 0,
+        member_done: Callable[[int], None] | None = None,
     ) -> GaussianEnsemble:
         """Train each member (on its own bootstrap when ``bootstrap``).
 
         ``grouped``: train the members in lockstep as one batched network (:func:`fit_grouped`,
         the same training up to float rounding); None = when the members are no wider than
-        :data:`GROUPED_MAX_WIDTH`.
+        :data:`GROUPED_MAX_WIDTH`. Members trained one after another can start at
+        ``first_member`` (the ones before it already trained, e.g. read back after a kill:
+        their generator draws are replayed, so the rest train as in an uninterrupted run), and
+        ``member_done(k)`` is called after the first ``k`` members are trained.
         """
         rng = np.random.default_rng(seed)
         weights = bootstrap_weights(len(x), len(self.members), rng) if bootstrap else None
@@ -292,6 +297,10 @@ class GaussianEnsemble(nn.Module):
             )
             return self
         for index, member in enumerate(self.members):
+            if index < first_member:
+                for _ in range(epochs):  # the batch orders this member drew
+                    torch.randperm(len(x), generator=generator)
+                continue
             fit_gaussian(
                 member,
                 x,
@@ -304,6 +313,8 @@ class GaussianEnsemble(nn.Module):
                 progress=progress,
                 desc=f"member {index + 1}/{len(self.members)}",
             )
+            if member_done is not None:
+                member_done(index + 1)
         return self
 
     @classmethod
@@ -361,18 +372,39 @@ class GaussianEnsemble(nn.Module):
         if cache is None:
             return cls._trained_from_config(x, y, config, seed, progress)
         key = ensemble_key(x, y, config, seed)
-        with torch.random.fork_rng(devices=[]):  # filled from the cache: leave torch's RNG alone
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)  # the initialization of trained()
             ensemble = cls(x.shape[1], config.n_models, config.hidden, config.activation)
         ensemble.to(x.device)
-        if cache.load(key, ensemble):
-            ensemble.shared_ = {"from_cache": True, "train_seconds": cache.train_seconds(key)}
+        n = len(ensemble.members)
+        done = cache.load(key, ensemble)
+        earlier = cache.train_seconds(key) or 0.0
+        if done >= n:
+            ensemble.shared_ = {"from_cache": True, "train_seconds": earlier}
             return ensemble.eval().requires_grad_(False)
+        if trains_grouped(config.hidden):
+            done = 0  # members trained in lockstep are not a prefix of a larger ensemble
         start = time.perf_counter()
-        ensemble = cls._trained_from_config(x, y, config, seed, progress)
-        seconds = time.perf_counter() - start
-        cache.store(key, ensemble, seconds)
-        ensemble.shared_ = {"from_cache": False, "train_seconds": seconds}
-        return ensemble
+
+        def member_done(k: int) -> None:  # each finished member survives a kill
+            cache.store(key, ensemble, k, earlier + time.perf_counter() - start)
+
+        ensemble.fit(
+            x,
+            y,
+            epochs=config.epochs,
+            batch_size=config.batch_size,
+            lr=config.lr,
+            seed=seed,
+            bootstrap=getattr(config, "bootstrap", True),
+            progress=progress,
+            first_member=done,
+            member_done=member_done,
+        )
+        seconds = earlier + time.perf_counter() - start
+        cache.store(key, ensemble, n, seconds)
+        ensemble.shared_ = {"from_cache": False, "train_seconds": seconds, "resumed_members": done}
+        return ensemble.eval().requires_grad_(False)
 
     @classmethod
     def _trained_from_config(
