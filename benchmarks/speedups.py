@@ -8,6 +8,8 @@ features; 8 x 4 one-hot outputs for BONET) and prints both and their ratio:
   zero-weight rows left out (:func:`matchopt.models.fit_gaussian`).
 * ddom: one step of the 3 x 1024 score network (batch 128); foreach vs fused Adam.
 * mins: one critic + generator step (3 x 1024, gradient penalty); foreach vs fused Adam.
+* coms: one step of the 2 x 2048 model: 50 ascent steps for the negatives, then the conservative
+  update; foreach vs fused Adam (the ascent dominates, so little changes).
 * bonet: one step of the 8-layer transformer on 128 windows of 64 (RTG, x) pairs; the whole
   batch in one pass vs 4 passes of 32 with gradient accumulation (``micro_batch=32``), both
   fused AdamW.
@@ -39,9 +41,10 @@ import numpy as np
 import torch
 
 from matchopt.methods.bonet import TrajectoryTransformer, decay_groups, trajectory_loss
+from matchopt.methods.coms import ascend, conservative_losses
 from matchopt.methods.ddom import VPSDE, ScoreNet, denoising_loss
 from matchopt.methods.mins import ConditionalMLP, critic_loss, generator_loss
-from matchopt.models import GaussianMLP, adam, bootstrap_weights
+from matchopt.models import GaussianMLP, adam, bootstrap_weights, mlp_layers
 from matchopt.models.gaussian import GaussianEnsemble
 from matchopt.runtime import keep_freed_memory, set_threads
 
@@ -132,6 +135,29 @@ def mins_step(fused: bool) -> Callable[[], None]:
     return step
 
 
+def coms_step(fused: bool) -> Callable[[], None]:
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = mlp_layers(FEATURES, (2048, 2048), 1, "relu")
+    log_alpha = torch.nn.Parameter(torch.tensor(-2.3))
+    optimizer = adam(model.parameters(), lr=3e-4, fused=fused)
+    alpha_optimizer = adam([log_alpha], lr=0.01, fused=fused)
+    x = torch.randn(128, FEATURES, generator=generator)
+    y = torch.randn(128, generator=generator)
+    step_size = 2.0 * FEATURES**0.5
+
+    def step() -> None:
+        x_neg = ascend(model, x, 50, step_size)
+        model_loss, alpha_loss, _ = conservative_losses(model, log_alpha, x, y, x_neg, 2.0)
+        optimizer.zero_grad()
+        alpha_optimizer.zero_grad()
+        (model_loss + alpha_loss).backward()
+        optimizer.step()
+        alpha_optimizer.step()
+
+    return step
+
+
 def bonet_step(micro_batch: int | None, fused: bool) -> Callable[[], None]:
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
@@ -188,6 +214,8 @@ def main() -> None:
         "ddom_after": median_ms(ddom_step(fused=True), r),
         "mins_before": median_ms(mins_step(fused=False), r),
         "mins_after": median_ms(mins_step(fused=True), r),
+        "coms_before": median_ms(coms_step(fused=False), max(3, r // 3)),
+        "coms_after": median_ms(coms_step(fused=True), max(3, r // 3)),
         "bonet_before": median_ms(bonet_step(None, fused=False), max(3, r // 3)),
         "bonet_fused": median_ms(bonet_step(None, fused=True), max(3, r // 3)),
         "bonet_after": median_ms(bonet_step(32, fused=True), max(3, r // 3)),
@@ -201,6 +229,7 @@ def main() -> None:
         ("ga/ens member: + skip zero-weight rows", "ga_member_before", "ga_member_after"),
         ("ddom: fused Adam", "ddom_before", "ddom_after"),
         ("mins: fused Adam", "mins_before", "mins_after"),
+        ("coms: fused Adam", "coms_before", "coms_after"),
         ("bonet: fused AdamW", "bonet_before", "bonet_fused"),
         ("bonet: + 4 x 32 micro-batches", "bonet_before", "bonet_after"),
         ("5 x 256 ensemble: grouped", "grouped_ensemble_before", "grouped_ensemble_after"),

@@ -50,6 +50,9 @@ class CmaEsConfig(EnsembleConfig):
     """Population size; None = pycma's default 4 + floor(3 ln d)."""
     init: str = field(default="topk", metadata={"choices": START_CHOICES})
     """Run starts: topk (design-baselines), random offline rows, or gaussian N(0, I)."""
+    runs_at_once: int | None = None
+    """Runs advanced in lockstep (one surrogate call for their populations); None = all. Each run
+    holds d x d matrices (210 MB at d = 5126, hopper): fewer at once bound the memory."""
 
 
 QUICK = {"hidden": (32,), "epochs": 3, "max_iterations": 5}
@@ -66,6 +69,7 @@ def cma_maximize(
     seeds: np.ndarray,
     popsize: int | None = None,
     progress: bool = False,
+    runs_at_once: int | None = None,
 ) -> np.ndarray:
     """One CMA-ES run per row of ``x0`` maximizing ``score``; the best point each run evaluated.
 
@@ -77,12 +81,40 @@ def cma_maximize(
         seeds: (n,) seeds of the runs' own normal generators.
         popsize: population size, None = pycma's default.
         progress: show a progress bar over iterations.
+        runs_at_once: runs advanced together (None: all); the others wait their turn.
 
     Returns:
         (n x d) float32: each run's best evaluated candidate.
     """
     if max_iterations < 1:
         raise MatchoptError(f"max_iterations must be >= 1, got {max_iterations}")
+    size = len(x0) if runs_at_once is None else max(1, int(runs_at_once))
+    return np.concatenate(
+        [
+            _lockstep_runs(
+                score,
+                x0[i : i + size],
+                sigma0,
+                max_iterations,
+                seeds[i : i + size],
+                popsize,
+                progress,
+            )
+            for i in range(0, len(x0), size)
+        ]
+    )
+
+
+def _lockstep_runs(
+    score: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    sigma0: float,
+    max_iterations: int,
+    seeds: np.ndarray,
+    popsize: int | None,
+    progress: bool,
+) -> np.ndarray:
+    """:func:`cma_maximize` of runs that all advance together."""
     with warnings.catch_warnings():  # pycma warns at import when matplotlib is missing
         warnings.simplefilter("ignore")
         import cma
@@ -149,5 +181,6 @@ class CmaEs(EnsembleSurrogateMethod):
             seeds,
             config.popsize,
             self.progress,
+            config.runs_at_once,
         )
         return self.encoder_.decode_x(best)
