@@ -21,7 +21,9 @@ member step: before, each trains its own ensemble (1 + 5 + 5 members); after, on
 ensemble serves all three (``matchopt bench`` groups them). Every step of a training run has the
 same shape, so steps x median step time is the training time to within a few percent.
 
-Usage (an idle machine; the numbers depend on the thread count)::
+Variants of one step are timed in turns (a, b, a, b, ...), so that a drift of the machine's
+speed during the run falls on both. Usage (an idle machine; the numbers depend on the thread
+count)::
 
     python benchmarks/speedups.py [--threads 1] [--repeats 30]
 
@@ -51,16 +53,19 @@ from matchopt.runtime import keep_freed_memory, set_threads
 ROWS, FEATURES, LENGTH, VOCAB = 32_898, 24, 8, 4
 
 
-def median_ms(step: Callable[[], object], repeats: int) -> float:
-    """Median milliseconds of ``step`` over ``repeats`` calls after three warm-up calls."""
-    for _ in range(3):
-        step()
-    times = []
+def median_ms(*steps: Callable[[], object], repeats: int) -> list[float]:
+    """Median milliseconds per call of each step, timed in turns (a, b, a, b, ...) so that a slow
+    drift of the machine's speed falls on every variant alike; three warm-up calls each first."""
+    for step in steps:
+        for _ in range(3):
+            step()
+    times: list[list[float]] = [[] for _ in steps]
     for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+        for step, series in zip(steps, times):
+            start = time.perf_counter()
+            step()
+            series.append((time.perf_counter() - start) * 1000)
+    return [statistics.median(series) for series in times]
 
 
 def member_step(fused: bool, skip_zero_rows: bool) -> Callable[[], None]:
@@ -206,22 +211,31 @@ def main() -> None:
     keep_freed_memory()
     set_threads(args.threads)
     r = args.repeats
-    timings = {
-        "ga_member_before": median_ms(member_step(fused=False, skip_zero_rows=False), r),
-        "ga_member_fused": median_ms(member_step(fused=True, skip_zero_rows=False), r),
-        "ga_member_after": median_ms(member_step(fused=True, skip_zero_rows=True), r),
-        "ddom_before": median_ms(ddom_step(fused=False), r),
-        "ddom_after": median_ms(ddom_step(fused=True), r),
-        "mins_before": median_ms(mins_step(fused=False), r),
-        "mins_after": median_ms(mins_step(fused=True), r),
-        "coms_before": median_ms(coms_step(fused=False), max(3, r // 3)),
-        "coms_after": median_ms(coms_step(fused=True), max(3, r // 3)),
-        "bonet_before": median_ms(bonet_step(None, fused=False), max(3, r // 3)),
-        "bonet_fused": median_ms(bonet_step(None, fused=True), max(3, r // 3)),
-        "bonet_after": median_ms(bonet_step(32, fused=True), max(3, r // 3)),
-        "grouped_ensemble_before": ensemble_step_ms(False, 3 * r),
-        "grouped_ensemble_after": ensemble_step_ms(True, 3 * r),
-    }
+    few = max(3, r // 3)
+    timings: dict[str, float] = {}
+    timings["ga_member_before"], timings["ga_member_fused"], timings["ga_member_after"] = median_ms(
+        member_step(fused=False, skip_zero_rows=False),
+        member_step(fused=True, skip_zero_rows=False),
+        member_step(fused=True, skip_zero_rows=True),
+        repeats=r,
+    )
+    timings["ddom_before"], timings["ddom_after"] = median_ms(
+        ddom_step(fused=False), ddom_step(fused=True), repeats=r
+    )
+    timings["mins_before"], timings["mins_after"] = median_ms(
+        mins_step(fused=False), mins_step(fused=True), repeats=r
+    )
+    timings["coms_before"], timings["coms_after"] = median_ms(
+        coms_step(fused=False), coms_step(fused=True), repeats=few
+    )
+    timings["bonet_before"], timings["bonet_fused"], timings["bonet_after"] = median_ms(
+        bonet_step(None, fused=False),
+        bonet_step(None, fused=True),
+        bonet_step(32, fused=True),
+        repeats=few,
+    )
+    timings["grouped_ensemble_before"] = ensemble_step_ms(False, 3 * r)
+    timings["grouped_ensemble_after"] = ensemble_step_ms(True, 3 * r)
     print(f"torch {torch.__version__}, {args.threads} thread(s); median ms per training step")
     print(f"{'step':<36}{'before':>10}{'after':>10}{'speedup':>10}")
     rows = [

@@ -124,8 +124,8 @@ class BONETConfig:
     micro_batch: int | None = None
     """Windows per forward pass: each batch's gradient is summed over batch_size / micro_batch
     passes before the step (the same gradient up to summation order, but other dropout masks);
-    None = the whole batch in one pass, as the authors. 32 trains 1.3-1.5x faster on a CPU
-    (benchmarks/speedups.py)."""
+    None = the whole batch in one pass, as the authors. 32 measured 1.04x faster on a 2-core
+    CPU (benchmarks/speedups.py); it bounds activation memory on a small GPU."""
 
 
 QUICK = {
