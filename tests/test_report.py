@@ -394,3 +394,12 @@ def test_runtime_table_names_the_gpu_of_runs_made_on_one(results):
     runtime = write_report(results).split("## Runtime")[1]
     assert "(NVIDIA H100 80GB HBM3)" in runtime
     assert runtime.count("(NVIDIA") == 1  # the CPU runs carry no mark
+
+
+def test_runtime_table_marks_runs_that_read_a_shared_ensemble(results):
+    path = results / "tf_bind" / "matchopt" / "seed0.json"
+    record = json.loads(path.read_text())
+    record["extra"] = {"fit": {"shared_ensemble": {"from_cache": True, "train_seconds": 9.0}}}
+    path.write_text(json.dumps(record))
+    runtime = write_report(results).split("## Runtime")[1]
+    assert runtime.count("(shared ensemble)") == 2  # the cell, and the note that explains it

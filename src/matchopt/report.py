@@ -398,10 +398,24 @@ def run_devices(records: Sequence[RunRecord]) -> dict[tuple[str, str], str]:
     return {cell: ", ".join(sorted(names)) for cell, names in devices.items()}
 
 
+def shared_ensemble_cells(records: Sequence[RunRecord]) -> set[tuple[str, str]]:
+    """(task, method) cells with a run that read its ensemble from another cell's training
+    (``matchopt bench`` shares one between GA, Ens-Mean and Ens-Min): their wall seconds leave
+    that training out."""
+    return {
+        (r.task, r.method)
+        for r in records
+        if (r.extra.get("fit", {}).get("shared_ensemble") or {}).get("from_cache")
+    }
+
+
 def _runtime_table(
-    style: _Style, runtime: pd.DataFrame, devices: dict[tuple[str, str], str] | None = None
+    style: _Style,
+    runtime: pd.DataFrame,
+    devices: dict[tuple[str, str], str] | None = None,
+    shared: set[tuple[str, str]] | None = None,
 ) -> str:
-    devices = devices or {}
+    devices, shared = devices or {}, shared or set()
     means = runtime.pivot(index="method", columns="task", values="mean")
     counts = runtime.pivot(index="method", columns="task", values="n_seeds")
     means, counts = means.sort_index().sort_index(axis=1), counts.sort_index().sort_index(axis=1)
@@ -419,13 +433,17 @@ def _runtime_table(
             text += " " + _seed_note(n) if n != usual else ""
             if (task, method) in devices:
                 text += " " + style.name(f"({devices[task, method]})")
+            if (task, method) in shared:
+                text += " " + style.name("(shared ensemble)")
             row.append(text)
         rows.append(row)
     header = ["Method"] + [style.name(t) for t in means.columns]
     title = "Runtime: mean wall seconds per seed (fit + search)"
     notes = (
         f"Seconds measured where each run ran: on CPUs (threads and load in each record), or "
-        f"on the GPU named in parentheses; {usual} seeds per cell unless marked."
+        f"on the GPU named in parentheses; {usual} seeds per cell unless marked. (shared "
+        "ensemble): the runs read an ensemble another cell of the grid trained (e.g. GA and "
+        "Ens-Min from Ens-Mean's), so their seconds leave its training out."
     )
     return style.table(title, header, rows, notes)
 
@@ -606,7 +624,9 @@ def write_report(
     parts += [_score_table(style, summary, q, best) for q in qs]
     parts.append(_ablation_table(style, summary, qs))
     if runtime:
-        parts.append(_runtime_table(style, times, run_devices(records)))
+        parts.append(
+            _runtime_table(style, times, run_devices(records), shared_ensemble_cells(records))
+        )
     missing = missing_cells(results_dir, records, methods)
     if len(missing):
         parts.append(_missing_table(style, missing))
