@@ -28,6 +28,7 @@ from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.models.ensemble_cache import training_fields
+from matchopt.models.gaussian import trains_grouped
 from matchopt.records import (
     RunRecord,
     read_record,
@@ -138,7 +139,9 @@ def plan_jobs(cells: list[Cell], out: Path) -> list[Job]:
         size = 0
         if issubclass(entry.cls, EnsembleSurrogateMethod):
             config = build_config(entry, cell.preset, dict(cell.overrides))
-            fields = json.dumps([cell.task, cell.seed, training_fields(config)], sort_keys=True)
+            grouped = trains_grouped(config.hidden)
+            fields = [cell.task, cell.seed, training_fields(config, grouped)]
+            fields = json.dumps(fields, sort_keys=True)
             name = hashlib.sha256(fields.encode()).hexdigest()[:16]
             size = config.n_models
         if name not in groups:

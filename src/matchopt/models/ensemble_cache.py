@@ -31,13 +31,12 @@ import torch
 from matchopt.io import atomic_write_bytes
 
 
-def training_fields(config: Any) -> dict[str, Any]:
+def training_fields(config: Any, grouped: bool) -> dict[str, Any]:
     """The fields of an ensemble config that its trained members depend on: not n_models for
-    members trained one after another (a prefix is exact), n_models too for grouped ones."""
-    from matchopt.models.gaussian import trains_grouped
-
+    members trained one after another (a prefix is exact), n_models too for ``grouped`` ones
+    (:func:`~matchopt.models.gaussian.trains_grouped`)."""
     return {
-        "members": int(config.n_models) if trains_grouped(config.hidden) else None,
+        "members": int(config.n_models) if grouped else None,
         "hidden": list(config.hidden),
         "activation": config.activation,
         "epochs": int(config.epochs),
@@ -47,11 +46,11 @@ def training_fields(config: Any) -> dict[str, Any]:
     }
 
 
-def ensemble_key(x: torch.Tensor, y: torch.Tensor, config: Any, seed: int) -> str:
+def ensemble_key(x: torch.Tensor, y: torch.Tensor, config: Any, seed: int, grouped: bool) -> str:
     """Digest of what an ensemble's training reads: features, scores, training fields, seed, and
     the thread count and device type (they change float summation order)."""
     digest = hashlib.sha256()
-    digest.update(json.dumps([training_fields(config), int(seed)]).encode())
+    digest.update(json.dumps([training_fields(config, grouped), int(seed)]).encode())
     digest.update(f"{torch.get_num_threads()} {x.device.type}".encode())
     digest.update(np.ascontiguousarray(x.cpu().numpy()).tobytes())
     digest.update(np.ascontiguousarray(y.cpu().numpy()).tobytes())

@@ -371,7 +371,7 @@ class GaussianEnsemble(nn.Module):
         """
         if cache is None:
             return cls._trained_from_config(x, y, config, seed, progress)
-        key = ensemble_key(x, y, config, seed)
+        key = ensemble_key(x, y, config, seed, trains_grouped(config.hidden))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)  # the initialization of trained()
             ensemble = cls(x.shape[1], config.n_models, config.hidden, config.activation)
