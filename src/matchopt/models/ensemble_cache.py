@@ -71,30 +71,24 @@ class EnsembleCache:
     def path(self, key: str) -> Path:
         return self.folder / f"{key[:32]}.pt"
 
-    def members(self, key: str) -> int:
-        """How many trained members the cache holds for ``key`` (0 if none)."""
-        entry = self._read(key)
-        return 0 if entry is None else int(entry["n_models"])
-
-    def load(self, key: str, ensemble: torch.nn.Module) -> int:
+    def load(self, key: str, ensemble: torch.nn.Module) -> tuple[int, float]:
         """Fill the first members of ``ensemble`` (an untrained :class:`GaussianEnsemble`) with
-        the trained members of ``key``; returns how many it filled (0: none cached)."""
+        the trained members of ``key``; returns how many it filled (0: none cached) and the
+        seconds the cached members took to train (where they were trained)."""
         entry = self._read(key)
         if entry is None:
-            return 0
+            return 0, 0.0
         n = min(len(ensemble.members), int(entry["n_models"]))
         prefix = tuple(f"members.{i}." for i in range(n))
         state = {k: v for k, v in entry["state"].items() if k.startswith(prefix)}
         ensemble.load_state_dict(state, strict=False)
-        return n
+        return n, float(entry["train_seconds"])
 
     def store(
         self, key: str, ensemble: torch.nn.Module, members: int, train_seconds: float
     ) -> None:
-        """Keep the first ``members`` trained members of ``ensemble`` under ``key``, unless the
-        cache already holds as many."""
-        if self.members(key) >= members:
-            return
+        """Keep the first ``members`` trained members of ``ensemble`` under ``key``, replacing
+        what the cache holds: callers store only members beyond those they loaded."""
         prefix = tuple(f"members.{i}." for i in range(members))
         buffer = io.BytesIO()
         entry = {
@@ -109,11 +103,6 @@ class EnsembleCache:
         }
         torch.save(entry, buffer)
         atomic_write_bytes(self.path(key), buffer.getvalue())
-
-    def train_seconds(self, key: str) -> float | None:
-        """Seconds the stored members took to train (where they were trained)."""
-        entry = self._read(key)
-        return None if entry is None else float(entry["train_seconds"])
 
     def remove(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)

@@ -318,6 +318,24 @@ class GaussianEnsemble(nn.Module):
         return self
 
     @classmethod
+    def initialized(
+        cls,
+        in_features: int,
+        *,
+        n_models: int,
+        hidden: Sequence[int],
+        activation: str,
+        seed: int,
+        device: torch.device | str = "cpu",
+    ) -> GaussianEnsemble:
+        """An untrained ensemble initialized from ``seed`` on the CPU (the same start on every
+        device, and the global RNG left as it was), then moved to ``device``."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            ensemble = cls(in_features, n_models, hidden, activation)
+        return ensemble.to(device)
+
+    @classmethod
     def trained(
         cls,
         x: torch.Tensor,
@@ -335,10 +353,14 @@ class GaussianEnsemble(nn.Module):
     ) -> GaussianEnsemble:
         """An ensemble initialized from ``seed``, fitted on (x, y) and frozen (eval mode, no
         parameter gradients) - the surrogate of GA, the ensembles, CMA-ES, BO-qEI and CbAS."""
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            ensemble = cls(x.shape[1], n_models, hidden, activation)
-        ensemble.to(x.device)  # initialized on the CPU: the same start on every device
+        ensemble = cls.initialized(
+            x.shape[1],
+            n_models=n_models,
+            hidden=hidden,
+            activation=activation,
+            seed=seed,
+            device=x.device,
+        )
         ensemble.fit(
             x,
             y,
@@ -366,63 +388,45 @@ class GaussianEnsemble(nn.Module):
 
         With ``cache``, the first ``n_models`` members of an ensemble trained on the same data
         with the same fields and seed are taken from it (the same members, bit for bit, see
-        :mod:`matchopt.models.ensemble_cache`); otherwise the trained ensemble is stored there.
-        ``shared_`` of the result says which happened.
+        :mod:`matchopt.models.ensemble_cache`); otherwise the trained ensemble is stored there,
+        member after member. ``shared_`` of the result says which happened.
         """
+        fields = {
+            "epochs": config.epochs,
+            "batch_size": config.batch_size,
+            "lr": config.lr,
+            "seed": seed,
+            "bootstrap": getattr(config, "bootstrap", True),
+            "progress": progress,
+        }
+        architecture = {
+            "n_models": config.n_models,
+            "hidden": config.hidden,
+            "activation": config.activation,
+        }
         if cache is None:
-            return cls._trained_from_config(x, y, config, seed, progress)
-        key = ensemble_key(x, y, config, seed, trains_grouped(config.hidden))
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)  # the initialization of trained()
-            ensemble = cls(x.shape[1], config.n_models, config.hidden, config.activation)
-        ensemble.to(x.device)
+            return cls.trained(x, y, **architecture, **fields)
+        grouped = trains_grouped(config.hidden)
+        key = ensemble_key(x, y, config, seed, grouped)
+        ensemble = cls.initialized(x.shape[1], **architecture, seed=seed, device=x.device)
         n = len(ensemble.members)
-        done = cache.load(key, ensemble)
-        earlier = cache.train_seconds(key) or 0.0
+        done, earlier = cache.load(key, ensemble)
         if done >= n:
             ensemble.shared_ = {"from_cache": True, "train_seconds": earlier}
             return ensemble.eval().requires_grad_(False)
-        if trains_grouped(config.hidden):
+        if grouped:
             done = 0  # members trained in lockstep are not a prefix of a larger ensemble
         start = time.perf_counter()
 
         def member_done(k: int) -> None:  # each finished member survives a kill
             cache.store(key, ensemble, k, earlier + time.perf_counter() - start)
 
-        ensemble.fit(
-            x,
-            y,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=seed,
-            bootstrap=getattr(config, "bootstrap", True),
-            progress=progress,
-            first_member=done,
-            member_done=member_done,
-        )
+        ensemble.fit(x, y, **fields, first_member=done, member_done=member_done)
         seconds = earlier + time.perf_counter() - start
-        cache.store(key, ensemble, n, seconds)
+        if grouped:  # fit() reports members trained one after another only
+            cache.store(key, ensemble, n, seconds)
         ensemble.shared_ = {"from_cache": False, "train_seconds": seconds, "resumed_members": done}
         return ensemble.eval().requires_grad_(False)
-
-    @classmethod
-    def _trained_from_config(
-        cls, x: torch.Tensor, y: torch.Tensor, config: Any, seed: int, progress: bool
-    ) -> GaussianEnsemble:
-        return cls.trained(
-            x,
-            y,
-            n_models=config.n_models,
-            hidden=config.hidden,
-            activation=config.activation,
-            epochs=config.epochs,
-            batch_size=config.batch_size,
-            lr=config.lr,
-            seed=seed,
-            bootstrap=getattr(config, "bootstrap", True),
-            progress=progress,
-        )
 
     def member_means(self, x: torch.Tensor) -> torch.Tensor:
         """Predicted means of every member (n_models x n)."""
