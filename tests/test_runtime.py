@@ -11,7 +11,7 @@ from test_cli import matchopt
 
 from matchopt.errors import MatchoptError
 from matchopt.runner import run
-from matchopt.runtime import THREADS_ENV, default_threads, limit_threads
+from matchopt.runtime import DEVICE_ENV, THREADS_ENV, default_threads, limit_threads, resolve_device
 
 
 def test_default_is_half_the_cores_at_most_four(monkeypatch):
@@ -52,3 +52,41 @@ def test_cli_threads_reach_the_record(tmp_path):
     assert result.returncode == 0, result.stderr
     record = json.loads((bench / "potts" / "random" / "seed0.json").read_text())
     assert record["extra"]["environment"]["torch_threads"] == 1
+
+
+# --- Devices ----------------------------------------------------------------------------------
+
+
+def test_resolve_device_names_and_environment(monkeypatch):
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    assert resolve_device(None) == torch.device("cpu")
+    assert resolve_device(" CPU ") == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    monkeypatch.setenv(DEVICE_ENV, "cpu")
+    assert resolve_device(None) == torch.device("cpu")
+    monkeypatch.setenv(DEVICE_ENV, "gpu0")
+    with pytest.raises(MatchoptError, match=r"^\$MATCHOPT_DEVICE 'gpu0' is not a device"):
+        resolve_device(None)
+
+
+def test_unknown_or_absent_devices_are_one_line_errors():
+    with pytest.raises(MatchoptError, match="--device 'tpu' is not a device; use cpu, cuda"):
+        resolve_device("tpu")
+    with pytest.raises(MatchoptError, match="matchopt runs on cpu, cuda or mps"):
+        resolve_device("meta")
+    if not torch.cuda.is_available():
+        with pytest.raises(MatchoptError, match="sees no CUDA GPU here"):
+            resolve_device("cuda:0")
+    else:
+        with pytest.raises(MatchoptError, match="CUDA device"):
+            resolve_device(f"cuda:{torch.cuda.device_count()}")
+
+
+def test_cli_rejects_a_bad_device_before_any_work(tmp_path):
+    result = matchopt("run", "--task", "styblinski-tang", "--method", "random", "--preset",
+                      "quick", "--device", "tpu", "--out", str(tmp_path / "out"))  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "--device 'tpu' is not a device" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "out").exists()

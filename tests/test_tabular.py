@@ -687,3 +687,19 @@ def test_no_possible_proposal_is_an_error_and_writes_nothing(capsys, tmp_path):
     code, _, err = optimize(capsys, path, "--target", "y", "--sequence", "s")
     assert code == 2 and "no proposal could be made" in err
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_device_option_runs_on_the_cpu_and_is_checked_before_fitting(capsys, tmp_path):
+    frame = numeric_frame()
+    default = TableOptimizer(target="y", method="ga", preset="quick", seed=1).fit(frame)
+    on_cpu = TableOptimizer(target="y", method="ga", preset="quick", seed=1, device="cpu")
+    pd.testing.assert_frame_equal(on_cpu.fit(frame).propose(8), default.propose(8))
+    with pytest.raises(MatchoptError, match="device 'tpu' is not a device"):
+        TableOptimizer(target="y", method="random", device="tpu").fit(frame)
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    code, _, err = optimize(capsys, path, "--target", "y", "--device", "tpu")
+    assert_one_line_error(code, err, "--device 'tpu' is not a device")
+    assert not (tmp_path / "out.csv").exists()
+    loaded = TableOptimizer.load_bytes(on_cpu.to_bytes())
+    assert loaded.device == "cpu" and loaded.method_.device == "cpu"  # files load onto the CPU

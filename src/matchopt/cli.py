@@ -538,6 +538,7 @@ def add_table_parsers(sub) -> None:
         help="proposals at least D from each other (same units; best predicted kept first)",
     )
     add_threads_option(p_opt)
+    add_device_option(p_opt)
 
     p_prop = sub.add_parser("propose", help="propose new rows with a model saved by optimize")
     p_prop.add_argument("--model", required=True, help="file written by optimize --save-model")
@@ -566,6 +567,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if model_path is not None and model_path.resolve() == out.resolve():
         raise MatchoptError("--save-model and --out name the same file")
     _check_count(args.n)
+    resolve_device(args.device)
     optimizer = TableOptimizer(
         target=args.target,
         features=_names(args.features, "--features") if args.features is not None else None,
@@ -583,6 +585,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         min_distance=args.min_distance,
         diversity=args.diversity,
         progress=True,
+        device=args.device,
     )
     build_config(
         get_method_entry(args.method), resolve_preset(args.method, args.preset), optimizer.overrides

@@ -56,7 +56,7 @@ from matchopt.io import atomic_write_bytes
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import EnsembleConfig, GaussianEnsemble
-from matchopt.runtime import limit_threads
+from matchopt.runtime import limit_threads, resolve_device
 from matchopt.state import load_state, state_bytes
 from matchopt.tabular.schema import (
     CSV_SUFFIXES,
@@ -208,6 +208,10 @@ class TableOptimizer:
             units of the distance column: differing positions, or std units).
         diversity: keep the proposals at least this far from each other (same units; greedy,
             best predicted first).
+        device: torch device of fit and propose: cpu, cuda, cuda:N, mps or auto (default
+            ``$MATCHOPT_DEVICE``, else cpu; :func:`~matchopt.runtime.resolve_device`). Random
+            draws stay on the CPU, so a seed gives the same proposals on every device up to
+            float rounding. A saved model is read back onto the CPU.
 
     Attributes:
         schema_: the :class:`TableSchema` of the fitted table.
@@ -244,6 +248,7 @@ class TableOptimizer:
         threads: int | None = None,
         min_distance: float = 0.0,
         diversity: float = 0.0,
+        device: str | None = None,
     ):
         self.target = target
         self.features = features
@@ -261,6 +266,13 @@ class TableOptimizer:
         self.threads = threads
         self.min_distance = min_distance
         self.diversity = diversity
+        self.device = device
+
+    @property
+    def device_(self) -> torch.device:
+        """The torch device of fit and propose (``device``, else ``$MATCHOPT_DEVICE``, else the
+        CPU)."""
+        return resolve_device(self.device, "device")
 
     # -- fitting --
 
@@ -297,6 +309,7 @@ class TableOptimizer:
         frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
         frame.attrs.update(attrs)
         entry = get_method_entry(self.method)
+        resolve_device(self.device, "device")  # an unknown or absent device fails first
         self.preset_ = resolve_preset(self.method, self.preset)
         config = build_config(entry, self.preset_, dict(self.overrides or {}))
         if isinstance(self.oversample, bool) or not isinstance(self.oversample, int):
@@ -338,7 +351,7 @@ class TableOptimizer:
             ):
                 raise MatchoptError(f"{name} must be a number >= 0, got {value!r}")
 
-        method = entry.cls(config, seed=self.seed, progress=self.progress)
+        method = entry.cls(config, seed=self.seed, progress=self.progress, device=self.device)
         method.fit(data_)
         self.ensemble_encoder_, self.ensemble_ = self._fit_ensemble(data_)
         params = self._ensemble_params()
@@ -362,8 +375,8 @@ class TableOptimizer:
     def _fit_ensemble(self, data: OfflineData) -> tuple[DesignEncoder, GaussianEnsemble]:
         encoder = DesignEncoder(data.space).fit(data.x, data.y)
         ensemble = GaussianEnsemble.from_config(
-            torch.from_numpy(encoder.encode_x(data.x)),
-            torch.from_numpy(encoder.encode_y(data.y)),
+            torch.from_numpy(encoder.encode_x(data.x)).to(self.device_),
+            torch.from_numpy(encoder.encode_y(data.y)).to(self.device_),
             self._ensemble_params(),
             self.seed,
             self.progress,
@@ -403,7 +416,8 @@ class TableOptimizer:
         train = OfflineData(data.x[~test], data.y[~test], data.space)
         encoder, ensemble = self._fit_ensemble(train)
         with torch.no_grad():
-            predicted = ensemble.predict_mean(torch.from_numpy(encoder.encode_x(data.x[test])))
+            features = torch.from_numpy(encoder.encode_x(data.x[test])).to(self.device_)
+            predicted = ensemble.predict_mean(features).cpu()
         # In z-scored units: Spearman and R^2 are unchanged, and huge targets cannot overflow.
         actual = encoder.encode_y(data.y[test])
         metrics = ranking_metrics(predicted.numpy(), actual)
@@ -429,9 +443,9 @@ class TableOptimizer:
 
     def _ensemble_members(self, designs: np.ndarray) -> np.ndarray:
         """Each ensemble member's predicted mean (n_models x n), in matchopt's units."""
-        features = torch.from_numpy(self.ensemble_encoder_.encode_x(designs))
+        features = torch.from_numpy(self.ensemble_encoder_.encode_x(designs)).to(self.device_)
         with torch.no_grad():
-            members = self.ensemble_.member_means(features).numpy()
+            members = self.ensemble_.member_means(features).cpu().numpy()
         return self.ensemble_encoder_.decode_y(members.reshape(-1)).reshape(members.shape)
 
     def _propose_designs(self, count: int) -> np.ndarray:
@@ -577,6 +591,8 @@ class TableOptimizer:
         optimizer = load_state(data, MODEL_KIND, source)
         if not isinstance(optimizer, cls) or not hasattr(optimizer, "method_"):
             raise MatchoptError(f"{source}: not a matchopt model file (saved by --save-model)")
+        # Files are read onto the CPU, whatever device wrote them (as Method.load).
+        optimizer.device = optimizer.method_.device = "cpu"
         return optimizer
 
 
