@@ -19,7 +19,9 @@ features; 8 x 4 one-hot outputs for BONET) and prints both and their ratio:
 The last rows estimate the training of GA + Ens-Mean + Ens-Min on one TF-Bind-8 seed from the
 member step: before, each trains its own ensemble (1 + 5 + 5 members); after, one 5-member
 ensemble serves all three (``matchopt bench`` groups them). Every step of a training run has the
-same shape, so steps x median step time is the training time to within a few percent.
+same shape, so steps x median step time is the training time to within a few percent. The
+"floor" line is the training's floating-point work at the best matrix-product rate this machine
+reaches (a 2048^3 product): no exact speedup goes below it.
 
 Variants of one step are timed in turns (a, b, a, b, ...), so that a drift of the machine's
 speed during the run falls on both. Usage (an idle machine; the numbers depend on the thread
@@ -203,6 +205,27 @@ def ensemble_step_ms(grouped: bool, repeats: int) -> float:
     return (time.perf_counter() - start) * 1000 / (rows // 100)
 
 
+def gemm_gflops(repeats: int) -> float:
+    """The machine's matrix-product rate (GFLOP/s) on a 2048 x 2048 x 2048 product, the shape
+    BLAS runs best: an upper bound of what any exact training step of these networks reaches."""
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    (ms,) = median_ms(lambda: a @ b, repeats=repeats)
+    return 2 * 2048**3 / (ms / 1000) / 1e9
+
+
+def member_step_gflop() -> float:
+    """Floating-point work (GFLOP) of one GA / ensemble member step with the zero-weight rows
+    left out: the bootstrap keeps 1 - (1 - 1/n)^n of the rows (about 63%); per row the forward
+    pass, the weight gradients (the same products) and the input gradients of the two upper
+    layers (the first layer's input needs none)."""
+    layers = [(FEATURES, 2048), (2048, 2048), (2048, 2)]
+    forward = sum(2 * a * b for a, b in layers)
+    input_gradients = sum(2 * a * b for a, b in layers[1:])
+    weights = bootstrap_weights(ROWS, 1, np.random.default_rng(0))[0]
+    rows = 128 * float((weights > 0).mean())
+    return rows * (2 * forward + input_gradients) / 1e9
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -261,6 +284,15 @@ def main() -> None:
         f"GA + Ens-Mean + Ens-Min training, one TF-Bind-8 seed: {before_min:.1f} min before "
         f"(1 + 5 + 5 members, foreach Adam, every row), {after_min:.1f} min after (5 shared "
         f"members, fused Adam, zero-weight rows skipped): {before_min / after_min:.2f}x"
+    )
+    # No exact change of the training makes it cheaper than its floating-point work at the best
+    # rate this machine's BLAS reaches (Adam's memory traffic comes on top).
+    timings["gemm_gflops"] = gemm_gflops(few)
+    floor_min = 5 * member_steps * member_step_gflop() / timings["gemm_gflops"] / 60
+    timings["ga_ens_training_minutes_floor"] = floor_min
+    print(
+        f"floor: 5 x {member_steps:,} member steps x {member_step_gflop():.2f} GFLOP at "
+        f"{timings['gemm_gflops']:.1f} GFLOP/s (2048^3 matrix product here) = {floor_min:.1f} min"
     )
     print(json.dumps({k: round(v, 3) for k, v in timings.items()}))
 
