@@ -18,7 +18,7 @@ from matchopt.bench.grid import Cell, finished_record
 from matchopt.errors import MatchoptError
 from matchopt.methods import METHODS, MethodEntry
 from matchopt.methods.random_designs import RandomDesigns
-from matchopt.records import RunRecord
+from matchopt.records import ADDED_FIELDS, RunRecord
 from matchopt.report import write_report
 
 GRID_ARGS = [
@@ -117,6 +117,26 @@ def test_rerun_skips_finished_cells_and_rejects_other_configs(tmp_path):
     other = Grid(tasks=["potts"], methods=["random"], seeds=[0], preset="paper")
     with pytest.raises(MatchoptError, match="another preset or config"):
         run_grid(other, tmp_path, workers=1, progress=False)
+
+
+def test_records_older_than_a_config_field_match_its_old_value(tmp_path):
+    """A record written before a field existed ran with the value ADDED_FIELDS gives it: a rerun
+    of the grid skips it, and the report pools it with new records (MATCH-OPT's paper records
+    predate its validation fields)."""
+    grid = Grid(tasks=["potts"], methods=["matchopt"], seeds=[0], preset="quick")
+    run_grid(grid, tmp_path, workers=1, progress=False)
+    path = Cell("potts", "matchopt", 0, "quick").record_path(tmp_path)
+    record = json.loads(path.read_text())
+    added = [k for k in ADDED_FIELDS if k in record["config"]]
+    assert {"validation_fraction", "selection", "search_lr_scale"} <= set(added)
+    for name in added:
+        del record["config"][name]
+    path.write_text(json.dumps(record))
+    assert len(run_grid(grid, tmp_path, workers=1, progress=False).skipped) == 1
+    record["config"]["validation_fraction"] = 0.1  # a real difference is still one
+    path.write_text(json.dumps(record))
+    with pytest.raises(MatchoptError, match="another preset or config"):
+        run_grid(grid, tmp_path, workers=1, progress=False)
 
 
 def test_unreadable_record_is_named(tmp_path):

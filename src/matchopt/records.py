@@ -179,7 +179,17 @@ def load_records(results_dir: str | Path) -> list[RunRecord]:
 
 #: Config fields added after records were first written, with the value that reproduces what
 #: those records ran: a record without the field ran with that value.
-ADDED_FIELDS: dict[str, Any] = {"search_lr_scale": 1.0, "micro_batch": None, "runs_at_once": None}
+ADDED_FIELDS: dict[str, Any] = {
+    "search_lr_scale": 1.0,
+    "micro_batch": None,
+    "runs_at_once": None,
+    # MATCH-OPT's validation (issue 10): no held-out rows, the last epoch, as published.
+    "validation_fraction": 0.0,
+    "validation_split": "random",
+    "validation_every": 1,
+    "selection": "last",
+    "refit": False,
+}
 
 
 def same_config(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
