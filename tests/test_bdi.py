@@ -128,3 +128,15 @@ def test_large_offline_sets_use_a_seeded_subset():
     np.testing.assert_array_equal(method.rows_, again.rows_)
     designs = method.propose(128)
     assert designs.shape == (128, 6) and designs.dtype == np.int64
+
+
+def test_bdi_refuses_an_mps_device_before_building_its_kernel(monkeypatch):
+    """MPS has no float64, which the kernel regression needs: a clear error, not a torch one."""
+    import torch
+
+    from matchopt.methods.bdi import BDI
+    from matchopt.tasks import load_task
+
+    monkeypatch.setattr(BDI, "device_", property(lambda self: torch.device("mps")))
+    with pytest.raises(MatchoptError, match="float64, which MPS devices lack"):
+        BDI(seed=0).fit(load_task("potts").offline)

@@ -47,3 +47,47 @@ def test_too_few_points_is_a_clear_error():
     method = make_method("bo-qei", "quick", overrides, seed=0).fit(task.offline)
     with pytest.raises(MatchoptError, match="fewer than the 128 requested"):
         method.propose(128)
+
+
+def test_a_failed_cholesky_ends_the_run_early_and_the_record_says_so(monkeypatch):
+    from linear_operator.utils.errors import NotPSDError
+
+    import matchopt.methods.bo_qei as bo_qei
+
+    real, calls = bo_qei.qei_candidates, []
+
+    def failing_on_the_second_round(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise NotPSDError("Matrix not positive definite after repeatedly adding jitter")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bo_qei, "qei_candidates", failing_on_the_second_round)
+    task = load_task("potts")
+    method = make_method("bo-qei", "quick", seed=0).fit(task.offline)
+    designs = method.propose_up_to(128)
+    config = method.config_
+    assert len(method.observed_y_) == config.gp_samples + config.q  # one round, then stopped
+    assert len(designs) == min(128, len(method.observed_y_))
+    report = method.fit_report()
+    assert report["bo_rounds"] == 1 and report["bo_stopped"].startswith("NotPSDError: Matrix")
+
+
+def test_other_errors_of_the_acquisition_are_not_taken_for_a_failed_cholesky(monkeypatch):
+    """Out of memory or a device mismatch must fail the run, not return the offline top rows."""
+    import matchopt.methods.bo_qei as bo_qei
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(bo_qei, "qei_candidates", out_of_memory)
+    method = make_method("bo-qei", "quick", seed=0).fit(load_task("potts").offline)
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        method.propose(128)
+
+
+def test_a_full_run_reports_every_round():
+    method = make_method("bo-qei", "quick", seed=0).fit(load_task("potts").offline)
+    assert method.fit_report() == {}  # nothing run yet
+    method.propose(16)
+    assert method.fit_report() == {"bo_rounds": method.config_.rounds, "bo_stopped": None}

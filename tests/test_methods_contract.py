@@ -82,3 +82,65 @@ def test_runner_scores_once_and_only_after_propose(monkeypatch):
 def test_unknown_method_is_a_clear_error():
     with pytest.raises(MatchoptError, match="unknown method"):
         make_method("nope")
+
+
+def _learned_state(method):
+    return sorted(k for k in vars(method) if k.endswith("_") and not k.startswith("_"))
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("method_name", list(METHODS))
+def test_a_refit_that_fails_midway_leaves_no_fitted_state(method_name, tasks, monkeypatch):
+    """Otherwise propose() would decode the old model with the new data's encoder, or return
+    designs of a half-built (untrained) generator, as if fitted."""
+    import torch
+
+    task = tasks["potts"]
+    method = make_method(method_name, "quick", seed=0).fit(task.offline)
+    assert "data_" in _learned_state(method)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch.autograd, "backward", interrupted)
+    monkeypatch.setattr(torch.autograd, "grad", interrupted)
+    monkeypatch.setattr(torch.optim.Adam, "step", interrupted)  # MATCH-OPT's own gradients
+    try:
+        method.fit(task.offline)
+    except KeyboardInterrupt:
+        pass
+    else:
+        pytest.skip(f"{method_name} fits without backpropagation: nothing to interrupt")
+    assert _learned_state(method) == []
+    with pytest.raises(MatchoptError, match="must be fitted"):
+        method.propose(8)
+
+
+def test_fit_wrapping_keeps_what_a_subclass_sets_before_its_parents_fit():
+    from matchopt.methods.random_designs import RandomDesigns
+
+    class Labelled(RandomDesigns):
+        def fit(self, data):
+            self.label_ = "set before the parent's fit"
+            return super().fit(data)
+
+    task = load_task("potts")
+    method = Labelled(seed=0).fit(task.offline)
+    assert method.label_ == "set before the parent's fit" and hasattr(method, "data_")
+    assert "_fit_depth" not in vars(method)
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("method_name", list(METHODS))
+def test_propose_searches_where_fit_left_the_model(method_name, tasks, monkeypatch):
+    """propose() works on the device of the fitted model, not on ``device_`` (which
+    ``set_params(device=...)`` may change after fit): here ``device_`` may not be read at all."""
+    task = tasks["potts"]
+    method = make_method(method_name, "quick", seed=0).fit(task.offline)
+    expected = method.propose(16)
+
+    def unreadable(self):
+        raise AssertionError("propose() read device_")
+
+    monkeypatch.setattr(type(method), "device_", property(unreadable))
+    np.testing.assert_array_equal(method.propose(16), expected)

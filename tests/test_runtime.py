@@ -90,3 +90,34 @@ def test_cli_rejects_a_bad_device_before_any_work(tmp_path):
     assert "--device 'tpu' is not a device" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_seeded_torch_rng_seeds_the_block_and_restores_the_callers_stream():
+    import torch
+
+    from matchopt.runtime import cuda_indices, seeded_torch_rng
+
+    torch.manual_seed(123)
+    expected_after = torch.rand(3)
+    torch.manual_seed(123)
+    with seeded_torch_rng(7):
+        inside = torch.rand(3)
+    assert torch.equal(torch.rand(3), expected_after)  # the caller's stream goes on untouched
+    torch.manual_seed(7)
+    assert torch.equal(inside, torch.rand(3))  # inside: the stream of manual_seed(7)
+    assert cuda_indices("cpu") == [] and cuda_indices("cuda:1") == [1]
+
+
+def test_seeded_torch_rng_leaves_gpu_generators_alone(monkeypatch):
+    """torch.manual_seed would reseed every GPU for good; the CPU-only block must not touch
+    any GPU generator (checked without a GPU by watching the seeding calls)."""
+    import torch
+
+    from matchopt.runtime import seeded_torch_rng
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: calls.append(seed))
+    monkeypatch.setattr(torch.cuda, "manual_seed", lambda seed: calls.append(seed))
+    with seeded_torch_rng(5):
+        pass
+    assert calls == []

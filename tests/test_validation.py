@@ -100,9 +100,26 @@ def test_refit_trains_on_all_rows_for_the_selected_epochs():
     assert method.propose(8).shape == (8, 12)
 
 
-def test_selection_without_held_out_rows_is_a_clear_error():
+def test_refit_with_the_last_epoch_trains_again_on_all_rows():
+    """With selection "last" the hold-out only measures the curves; refit must still train
+    on every row (it was silently skipped), giving another model than the hold-out one."""
     task = load_task("potts")
-    method = make_method("matchopt", "quick", {"selection": "spearman"})
+    overrides = {"selection": "last", "epochs": 3}
+    held = make_method("matchopt", "validated-quick", overrides, seed=0).fit(task.offline)
+    refit = make_method("matchopt", "validated-quick", {**overrides, "refit": True}, seed=0)
+    refit.fit(task.offline)
+    assert refit.selected_epoch_ == 3 and len(refit.losses_) == 3
+    different = [
+        not torch.equal(a, b)
+        for a, b in zip(held.model_.parameters(), refit.model_.parameters(), strict=True)
+    ]
+    assert any(different)
+
+
+@pytest.mark.parametrize("field", [{"selection": "spearman"}, {"refit": True}])
+def test_selection_or_refit_without_held_out_rows_is_a_clear_error(field):
+    task = load_task("potts")
+    method = make_method("matchopt", "quick", field)
     with pytest.raises(MatchoptError, match="validation_fraction"):
         method.fit(task.offline)
 

@@ -106,4 +106,11 @@ class OfflineData:
 
     def top_k(self, k: int) -> np.ndarray:
         """Indices of the ``k`` highest-scoring rows, best first (ties broken by row order)."""
-        return np.argsort(-self.y, kind="stable")[:k]
+        return top_rows(self.y, k)
+
+
+def top_rows(y: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest values of ``y``, largest first (ties broken by row order).
+
+    The one definition of "the top k": RoMA pairs starts and targets chosen by it."""
+    return np.argsort(-np.asarray(y), kind="stable")[:k]

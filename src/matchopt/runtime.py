@@ -148,3 +148,41 @@ def resolve_device(name: str | None = None, option: str = "--device"):
     elif device.type != "cpu":
         raise MatchoptError(f"{option} {name!r}: matchopt runs on cpu, cuda or mps devices")
     return device
+
+
+@contextmanager
+def seeded_torch_rng(seed: int, device=None) -> Iterator[None]:
+    """Seed torch's global generator of the CPU (and of ``device``, a GPU) with ``seed`` inside
+    the block, and give the caller back the states it had afterwards.
+
+    Methods build their networks inside it (initialized on the CPU: the same start on every
+    device) and BONET trains in it (its dropout draws on the device). ``torch.manual_seed``
+    alone would reseed every GPU for good; this touches only the generators it restores.
+    """
+    import torch
+
+    device = torch.device("cpu" if device is None else device)
+    cuda = cuda_indices(device)
+    mps_state = torch.mps.get_rng_state() if device.type == "mps" else None
+    with torch.random.fork_rng(devices=cuda):
+        torch.default_generator.manual_seed(seed)
+        for index in cuda:
+            torch.cuda.default_generators[index].manual_seed(seed)
+        if mps_state is not None:
+            torch.mps.manual_seed(seed)
+        try:
+            yield
+        finally:
+            if mps_state is not None:
+                torch.mps.set_rng_state(mps_state)
+
+
+def cuda_indices(device) -> list[int]:
+    """The CUDA device index ``device`` means ("cuda" alone: the current one), as a list; empty
+    for other devices. Whose random generator a block on ``device`` draws from."""
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return []
+    return [torch.cuda.current_device() if device.index is None else device.index]

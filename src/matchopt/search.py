@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from matchopt.data import top_rows
 from matchopt.errors import MatchoptError
 
 START_CHOICES = ("topk", "random", "gaussian")
@@ -34,7 +35,7 @@ def starting_points(
     if n > len(features):
         raise MatchoptError(f"cannot start {n} searches from {len(features)} offline designs")
     if how == "topk":
-        index = np.argsort(-np.asarray(y), kind="stable")[:n]
+        index = top_rows(y, n)
     elif how == "random":
         index = rng.choice(len(features), size=n, replace=False)
     else:

@@ -159,7 +159,7 @@ class Validator:
     def __call__(self, model: torch.nn.Module, epoch: int) -> dict[str, float]:
         was_training = model.training
         model.eval()
-        predictions = model(self.features).reshape(-1).double().cpu().numpy()
+        predictions = model(self.features).reshape(-1).cpu().double().numpy()
         metrics = {"epoch": epoch, **ranking_metrics(predictions, self.y)}
         for name, metric in self.extra_metrics.items():
             metrics[name] = float(metric(model))

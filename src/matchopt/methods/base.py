@@ -14,10 +14,11 @@ dataclass defaults) and ``quick`` (a tiny configuration for smoke tests).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints
 
@@ -66,6 +67,11 @@ class Method(ABC):
     training_checkpoint: TrainingCheckpoint | None = None
     #: Folder of shared Gaussian ensembles (:meth:`share_ensembles`); None: train one's own.
     ensemble_cache: Path | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "fit" in vars(cls) and not getattr(cls.fit, "__isabstractmethod__", False):
+            cls.fit = _all_or_nothing(cls.fit)
 
     def __init__(
         self,
@@ -239,6 +245,41 @@ class Method(ABC):
             )
         method.device = "cpu"  # files are read onto the CPU, whatever device wrote them
         return method
+
+
+def _learned_names(method: Method) -> list[str]:
+    return [k for k in vars(method) if k.endswith("_") and not k.startswith("_")]
+
+
+def _all_or_nothing(fit: Callable[..., Method]) -> Callable[..., Method]:
+    """Wrap a ``fit`` so that it starts from no learned state and leaves none when it fails.
+
+    Without this a refit that fails midway would leave the old model beside the new data's
+    encoder, or an untrained generator that passes the fitted check, and ``propose`` would
+    return designs from it. A ``fit`` calling its parent's ``fit`` is wrapped once (depth
+    count), so the parent does not erase what the child set before calling it.
+    """
+
+    @functools.wraps(fit)
+    def wrapped(self: Method, *args: Any, **kwargs: Any) -> Method:
+        outermost = not self.__dict__.get("_fit_depth", 0)
+        if outermost:
+            for name in _learned_names(self):
+                delattr(self, name)
+        self._fit_depth = self.__dict__.get("_fit_depth", 0) + 1
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            if outermost:
+                for name in _learned_names(self):
+                    delattr(self, name)
+            raise
+        finally:
+            self._fit_depth -= 1
+            if not self._fit_depth:
+                del self._fit_depth
+
+    return wrapped
 
 
 def by_design_type(value: Any, is_discrete: bool, if_discrete: Any, if_continuous: Any) -> Any:

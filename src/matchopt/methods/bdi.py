@@ -210,6 +210,11 @@ class BDI(Method):
 
     def fit(self, data: OfflineData) -> BDI:
         config = self.config_
+        if self.device_.type == "mps":  # checked before the N x N kernel is built
+            raise MatchoptError(
+                "BDI solves its kernel regression in float64, which MPS devices lack; "
+                "use device 'cpu' or 'cuda'"
+            )
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         rng = np.random.default_rng(self.seed)
         self.rows_ = kernel_rows(len(data), config.max_rows, rng)

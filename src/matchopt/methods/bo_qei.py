@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,6 +45,7 @@ from tqdm.auto import tqdm
 from matchopt.errors import MatchoptError
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.models import EnsembleConfig
+from matchopt.runtime import seeded_torch_rng
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ class BoQei(EnsembleSurrogateMethod):
         encoder_: maps designs to normalized features and back.
         observed_x_, observed_y_: after :meth:`propose`, every point of the BO run (starts first)
             in the normalized space and its observed value (z-scored y units).
+        bo_rounds_, bo_stopped_: after :meth:`propose`, the BO rounds run and why the run
+            stopped early (None: it ran every round).
     """
 
     config_class = BoQeiConfig
@@ -163,12 +167,19 @@ class BoQei(EnsembleSurrogateMethod):
         The ensemble runs on the method's device; the GP and the acquisition stay on the CPU
         in float64 (a 500-832 point GP is small, and GPU float64 is slow on most cards)."""
         device = next(self.ensemble_.parameters()).device
-        mean = self.ensemble_.predict_mean(x.float().to(device)).double().cpu()
+        mean = self.ensemble_.predict_mean(x.float().to(device)).cpu().double()
         return mean + self.config_.noise_se * torch.randn(
             mean.shape, generator=generator, dtype=mean.dtype
         )
 
     ranked_proposals = True
+
+    def fit_report(self) -> dict[str, Any]:
+        """After :meth:`propose`: the BO rounds run and why the run stopped early, if it did
+        (a run cut short by a failed Cholesky decomposition shows in its record)."""
+        if not hasattr(self, "bo_rounds_"):
+            return {}
+        return {"bo_rounds": self.bo_rounds_, "bo_stopped": self.bo_stopped_}
 
     def proposal_cap(self, n_rows: int) -> int | None:
         """Every point of the BO run: its starting rows plus ``rounds * q``."""
@@ -189,6 +200,7 @@ class BoQei(EnsembleSurrogateMethod):
         """The ``n`` points with the largest observed values after the BO rounds."""
         from botorch.exceptions import BadInitialCandidatesWarning, InputDataWarning
         from botorch.exceptions.warnings import NumericsWarning
+        from linear_operator.utils.errors import NotPSDError
 
         self._check_fitted()
         config = self.config_
@@ -200,9 +212,8 @@ class BoQei(EnsembleSurrogateMethod):
         bounds = torch.from_numpy(np.stack([features.min(0), features.max(0)])).double()
         rng = np.random.default_rng([self.seed, 1])
         generator = torch.Generator().manual_seed(int(rng.integers(2**31)))
-        model = None
-        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            torch.manual_seed(int(rng.integers(2**31)))
+        model, rounds, stopped = None, 0, None
+        with seeded_torch_rng(int(rng.integers(2**31))), warnings.catch_warnings():
             quiet = (InputDataWarning, BadInitialCandidatesWarning, NumericsWarning, RuntimeWarning)
             for category in quiet:
                 warnings.simplefilter("ignore", category)
@@ -213,14 +224,19 @@ class BoQei(EnsembleSurrogateMethod):
                     new_x = qei_candidates(
                         model, float(train_y.max()), bounds, config, int(rng.integers(2**31))
                     )
-                except RuntimeError:  # e.g. a failed Cholesky decomposition: stop, as the original
+                except (NotPSDError, torch.linalg.LinAlgError) as error:
+                    # A failed Cholesky decomposition ends the run, as in the original; any
+                    # other error (out of memory, a device mismatch) is a bug and propagates.
+                    stopped = f"{type(error).__name__}: {str(error).splitlines()[0][:200]}"
                     break
+                rounds += 1
                 new_y = self._observe(new_x, generator)
                 train_x = torch.cat([train_x, new_x])
                 train_y = torch.cat([train_y, new_y])
                 bar.set_postfix(best=f"{float(train_y.max()):.3f}", refresh=False)
             bar.close()
         self.observed_x_, self.observed_y_ = train_x.numpy(), train_y.numpy()
+        self.bo_rounds_, self.bo_stopped_ = rounds, stopped
         if len(train_y) < n:
             raise MatchoptError(
                 f"BO-qEI observed {len(train_y)} points in all, fewer than the {n} requested; "

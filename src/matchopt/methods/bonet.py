@@ -81,6 +81,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
 from matchopt.models import adam
+from matchopt.runtime import cuda_indices, seeded_torch_rng
 
 
 @dataclass(frozen=True)
@@ -454,9 +455,7 @@ class BONET(Method):
         offsets = torch.arange(config.context_length, device=device)
 
         # 4. Train the transformer (dropout draws from the forked, seeded torch RNG).
-        cuda = [device.index or 0] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=cuda):
-            torch.manual_seed(self.seed)
+        with seeded_torch_rng(self.seed, device):
             model = TrajectoryTransformer(
                 features.shape[1],
                 out_features,
@@ -480,7 +479,7 @@ class BONET(Method):
                 model=model,
                 optimizer=optimizer,
                 rng=rng,
-                dropout=TorchGlobalRNG(cuda),
+                dropout=TorchGlobalRNG(cuda_indices(device)),
             )
             first = snapshots.start(self.losses_)  # a killed run of the same settings: go on
             bar = tqdm(
@@ -533,7 +532,7 @@ class BONET(Method):
         """``n`` designs from ``ceil(n / (T - prompt_length))`` rollouts (2 for the paper)."""
         self._check_fitted()
         config = self.config_
-        device = self.device_
+        device = next(self.model_.parameters()).device  # where fit left it (set_params may move)
         new_steps = config.trajectory_length - config.prompt_length
         n_rollouts = math.ceil(n / new_steps)
         rng = np.random.default_rng([self.seed, 1])

@@ -52,6 +52,8 @@ from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
 from matchopt.models import GaussianEnsemble, mlp_layers
 from matchopt.models.gaussian import soft_clamp
+from matchopt.models.sampling import gumbel_noise
+from matchopt.runtime import seeded_torch_rng
 
 
 @dataclass(frozen=True)
@@ -167,9 +169,7 @@ class DesignVAE(nn.Module):
     def sample_designs(self, params: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """One design per row of decoder parameters (Gumbel-max for tokens)."""
         if self.vocab_size:
-            # Draws on the CPU generator, then moved: the same noise on every device.
-            uniform = torch.rand(params.shape, generator=generator).to(params.device)
-            return (params - torch.log(-torch.log(uniform.clamp_min(1e-20)))).argmax(-1)
+            return (params + gumbel_noise(params.shape, generator, params.device)).argmax(-1)
         mean, log_std = params.unbind(-1)
         noise = torch.randn(mean.shape, generator=generator).to(mean.device)
         return mean + log_std.exp() * noise
@@ -284,8 +284,7 @@ class CbAS(Method):
             seed=self.seed,
             progress=self.progress,
         )
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with seeded_torch_rng(self.seed):
             prior = DesignVAE(
                 space.shape[0], space.vocab_size, config.latent_size, config.vae_hidden
             ).to(device)

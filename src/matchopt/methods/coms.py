@@ -47,6 +47,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
 from matchopt.models import adam, mlp_layers
+from matchopt.runtime import seeded_torch_rng
 from matchopt.search import gradient_ascent, starting_points
 
 
@@ -172,8 +173,7 @@ class Coms(Method):
         step_size = particle_lr * math.sqrt(features.shape[1])
 
         generator = torch.Generator().manual_seed(self.seed)  # batch orders, on the CPU
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with seeded_torch_rng(self.seed):
             model = mlp_layers(features.shape[1], config.hidden, 1, "relu").to(device)
         log_alpha = nn.Parameter(torch.tensor(math.log(config.initial_alpha), device=device))
         optimizer = adam(model.parameters(), lr=config.lr)

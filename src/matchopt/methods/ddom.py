@@ -61,6 +61,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
 from matchopt.models import adam, mlp_layers
+from matchopt.runtime import seeded_torch_rng
 from matchopt.weighting import adaptive_temperature, score_bin_weights
 
 
@@ -300,8 +301,7 @@ class Ddom(Method):
         weights = torch.from_numpy(self.weights_).to(device)
         features, scores = features.to(device), scores.to(device)
         noise = torch.Generator().manual_seed(self.seed)  # all draws on the CPU, then moved
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with seeded_torch_rng(self.seed):
             net = ScoreNet(features.shape[1], config.hidden).to(device)
         optimizer = adam(net.parameters(), lr=config.lr)
 
@@ -350,7 +350,7 @@ class Ddom(Method):
             sample(
                 self.net_,
                 self._sde(),
-                torch.full((n,), y_max, device=self.device_),
+                torch.full((n,), y_max, device=next(self.net_.parameters()).device),
                 self.encoder_.n_features,
                 config.sampling_steps,
                 config.guidance,

@@ -49,6 +49,7 @@ from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS, Method, by_design_type
 from matchopt.models.mlp import MLP
 from matchopt.models.optim import adam
+from matchopt.runtime import seeded_torch_rng
 from matchopt.search import START_CHOICES, gradient_ascent, starting_points
 from matchopt.validation import (
     SELECTIONS,
@@ -372,10 +373,12 @@ class MatchOpt(Method):
                 (for :mod:`matchopt.studies.checkpoint_selection`).
         """
         config = self.config_
-        if config.selection != "last" and config.validation_fraction <= 0:
-            raise MatchoptError(
-                f"selection={config.selection!r} needs held-out rows: set validation_fraction > 0"
-            )
+        for name in ("selection", "refit"):
+            value = getattr(config, name)
+            if value not in ("last", False) and config.validation_fraction <= 0:
+                raise MatchoptError(
+                    f"{name}={value!r} needs held-out rows: set validation_fraction > 0"
+                )
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(self.device_)
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(self.device_)
@@ -393,11 +396,13 @@ class MatchOpt(Method):
         self.selected_epoch_ = config.epochs
         if validator is not None and config.selection != "last":
             self.selected_epoch_ = selector.restore(model)
-            if config.refit:
-                all_rows = np.arange(len(data))
-                model = self._train(
-                    features, scores, data, all_rows, self.selected_epoch_, stage="refit"
-                )
+        if validator is not None and config.refit:
+            # Held-out rows chose the epoch count (or only measured the curves, with "last"):
+            # train again on every row for that many epochs.
+            all_rows = np.arange(len(data))
+            model = self._train(
+                features, scores, data, all_rows, self.selected_epoch_, stage="refit"
+            )
         LoopSnapshots(self, data).finish()  # finished: nothing to resume
         self.validator_ = validator
         self.checkpoints_ = selector.checkpoints
@@ -428,8 +433,7 @@ class MatchOpt(Method):
         rule = quadrature_rule(config.quadrature, config.kappa)
         buckets = [rows[b] for b in rank_buckets(data.y[rows], config.trajectory_length)]
         rng = np.random.default_rng(self.seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with seeded_torch_rng(self.seed):
             model = MLP(features.shape[1], config.hidden, config.negative_slope)
         model.to(features.device)
         optimizer = adam(model.parameters(), lr=config.lr)

@@ -58,6 +58,8 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
 from matchopt.models import adam
+from matchopt.models.sampling import gumbel_noise
+from matchopt.runtime import seeded_torch_rng
 from matchopt.weighting import score_bin_weights
 
 
@@ -158,9 +160,8 @@ def gumbel_softmax(
         temperature: relaxation temperature (-> 0: a one-hot categorical sample).
         generator: source of the Gumbel noise.
     """
-    # Drawn on the CPU (the generator's device), then moved: the same noise on every device.
-    u = torch.rand(log_probs.shape, generator=generator).to(log_probs.device).clamp_(1e-20, 1.0)
-    return torch.softmax((log_probs - torch.log(-torch.log(u))) / temperature, dim=-1)
+    noise = gumbel_noise(log_probs.shape, generator, log_probs.device)
+    return torch.softmax((log_probs + noise) / temperature, dim=-1)
 
 
 # --- 2. WGAN-GP losses ------------------------------------------------------------------------
@@ -272,8 +273,7 @@ class Mins(Method):
         features, scores = features.to(device), scores.to(device)
         n_features = features.shape[1]
         noise = torch.Generator().manual_seed(self.seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with seeded_torch_rng(self.seed):
             self.generator_ = ConditionalMLP(
                 config.latent_size,
                 n_features,

@@ -50,6 +50,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
 from matchopt.models import GaussianMLP
+from matchopt.runtime import seeded_torch_rng
 from matchopt.search import starting_points
 
 
@@ -218,8 +219,7 @@ class Roma(Method):
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(device)
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(device)
         generator = torch.Generator().manual_seed(self.seed)  # draws on the CPU, then moved
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with seeded_torch_rng(self.seed):
             model = GaussianMLP(features.shape[1], config.hidden, "softplus").to(device)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
 

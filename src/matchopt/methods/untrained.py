@@ -22,6 +22,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
 from matchopt.models import MLP
+from matchopt.runtime import seeded_torch_rng
 from matchopt.search import START_CHOICES, gradient_ascent, starting_points
 
 
@@ -63,8 +64,7 @@ class Untrained(Method):
     def fit(self, data: OfflineData) -> Untrained:
         config = self.config_
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
+        with seeded_torch_rng(self.seed):
             model = MLP(self.encoder_.n_features, config.hidden, config.negative_slope)
         self.model_ = model.to(self.device_).eval().requires_grad_(False)
         self.data_ = data

@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 from matchopt.models.ensemble_cache import EnsembleCache, ensemble_key
 from matchopt.models.mlp import ACTIVATIONS, mlp_layers
 from matchopt.models.optim import adam
+from matchopt.runtime import seeded_torch_rng
 
 
 @dataclass(frozen=True)
@@ -330,8 +331,7 @@ class GaussianEnsemble(nn.Module):
     ) -> GaussianEnsemble:
         """An untrained ensemble initialized from ``seed`` on the CPU (the same start on every
         device, and the global RNG left as it was), then moved to ``device``."""
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded_torch_rng(seed):
             ensemble = cls(in_features, n_models, hidden, activation)
         return ensemble.to(device)
 
