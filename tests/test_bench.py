@@ -79,9 +79,25 @@ def test_cells_expand_grid_and_scope_overrides():
         Grid(["potts"], ["matchopt", "random"], [0], overrides={"epochs": "3"}).cells()
 
 
+def test_task_scoped_overrides_apply_to_that_task_only_and_win():
+    """The paper's per-task settings (e.g. 50 epochs on superconductor) in one grid."""
+    overrides = {"epochs": "3", "potts:epochs": "5", "styblinski-tang:ga.epochs": "7"}
+    grid = Grid(["potts", "styblinski-tang"], ["matchopt", "ga"], [0], overrides=overrides)
+    by_name = {c.name: dict(c.overrides) for c in grid.cells()}
+    assert by_name == {
+        "potts/matchopt/seed0": {"epochs": "5"},
+        "potts/ga/seed0": {"epochs": "5"},
+        "styblinski-tang/matchopt/seed0": {"epochs": "3"},
+        "styblinski-tang/ga/seed0": {"epochs": "7"},
+    }
+
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
+        ({"tfbind8:epochs": "1"}, "task 'tfbind8' is not in the grid"),
+        ({"potts:coms.epochs": "1"}, "not in the grid"),
+        ({"potts:epochs": "many"}, "cannot read"),
         ({"nonsense": "1"}, "no method of the grid"),
         ({"coms.epochs": "1"}, "not in the grid"),
         ({"epochs": "many"}, "cannot read"),

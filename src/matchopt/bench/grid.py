@@ -51,7 +51,8 @@ class Grid:
     """Tasks x methods x seeds under one preset.
 
     ``overrides`` maps a config key to a value for every method of the grid (each must have that
-    field), or ``"method.key"`` to a value for one method (the CLI's ``--set``).
+    field), ``"method.key"`` to a value for one method, and either behind ``"task:"`` to a value
+    on one task only (the CLI's ``--set``; :meth:`method_overrides`).
     """
 
     tasks: Sequence[str]
@@ -62,41 +63,69 @@ class Grid:
     #: Torch device of every cell (None: ``$MATCHOPT_DEVICE`` or the CPU).
     device: str | None = None
 
-    def method_overrides(self) -> dict[str, dict[str, str]]:
-        """Per-method overrides; raises for a key no method of the grid has."""
+    def method_overrides(self, task: str | None = None) -> dict[str, dict[str, str]]:
+        """Per-method overrides on ``task`` (None: the keys without a task scope only).
+
+        Keys: ``key`` (every method of the grid, each must have the field), ``method.key`` (one
+        method), and either one behind ``task:`` (that task only: e.g. the paper's 50 epochs on
+        superconductor, ``superconductor:ga.epochs=50``); a task-scoped value wins over an
+        unscoped one. Raises for a scope or key the grid lacks.
+        """
         per_method: dict[str, dict[str, str]] = {m: {} for m in self.methods}
+        scoped = []
         for key, value in self.overrides.items():
-            scope, dot, name = key.rpartition(".")
-            if dot:
-                if scope not in per_method:
-                    raise ConfigError(key, value, f"method {scope!r} is not in the grid")
-                per_method[scope][name] = value
+            scope, colon, rest = key.partition(":")
+            if not colon:
+                self._apply(per_method, key, value)
                 continue
-            owners = [m for m in self.methods if _has_field(m, key)]
-            if not owners:
-                raise ConfigError(key, value, "no method of the grid has this config field")
-            others = [m for m in self.methods if m not in owners]
-            if others:
-                # Applying it to some methods only would leave the others at their preset
-                # budget without a word: the grid would compare unlike things.
-                raise ConfigError(
-                    key,
-                    value,
-                    f"{', '.join(others)} have no config field {key!r}; scope it to the methods "
-                    f"that have it, e.g. {owners[0]}.{key}={value}",
-                )
-            for m in owners:
-                per_method[m].setdefault(key, value)
+            if scope not in self.tasks:
+                raise ConfigError(key, value, f"task {scope!r} is not in the grid")
+            scoped.append((scope, rest, value))
+        for scope, key, value in scoped:
+            if task is None:
+                self._apply({m: {} for m in self.methods}, key, value)  # checked, not applied
+            elif scope == task:
+                self._apply(per_method, key, value, replace=True)
         return per_method
 
+    def _apply(
+        self, per_method: dict[str, dict[str, str]], key: str, value: str, replace: bool = False
+    ) -> None:
+        scope, dot, name = key.rpartition(".")
+        if dot:
+            if scope not in per_method:
+                raise ConfigError(key, value, f"method {scope!r} is not in the grid")
+            per_method[scope][name] = value
+            return
+        owners = [m for m in self.methods if _has_field(m, key)]
+        if not owners:
+            raise ConfigError(key, value, "no method of the grid has this config field")
+        others = [m for m in self.methods if m not in owners]
+        if others:
+            # Applying it to some methods only would leave the others at their preset
+            # budget without a word: the grid would compare unlike things.
+            raise ConfigError(
+                key,
+                value,
+                f"{', '.join(others)} have no config field {key!r}; scope it to the methods "
+                f"that have it, e.g. {owners[0]}.{key}={value}",
+            )
+        for m in owners:
+            if replace:
+                per_method[m][key] = value
+            else:
+                per_method[m].setdefault(key, value)
+
     def cells(self) -> list[Cell]:
-        per_method = self.method_overrides()
-        return [
-            Cell(t, m, int(s), self.preset, tuple(sorted(per_method[m].items())), self.device)
-            for t in self.tasks
-            for m in self.methods
-            for s in self.seeds
-        ]
+        cells = []
+        for t in self.tasks:
+            per_method = self.method_overrides(t)
+            cells += [
+                Cell(t, m, int(s), self.preset, tuple(sorted(per_method[m].items())), self.device)
+                for m in self.methods
+                for s in self.seeds
+            ]
+        return cells
 
     def validate(self, data_dir: str | os.PathLike | None) -> None:
         """Fail before any work: unknown names, bad overrides, missing task data."""
@@ -105,8 +134,9 @@ class Grid:
         for name in self.tasks:
             if name not in TASKS:
                 raise MatchoptError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")
-        for method, overrides in self.method_overrides().items():
-            build_config(get_method_entry(method), self.preset, overrides)
+        for task in self.tasks:
+            for method, overrides in self.method_overrides(task).items():
+                build_config(get_method_entry(method), self.preset, overrides)
         resolve_device(self.device)
         folder = resolve_data_dir(data_dir)
         for name in self.tasks:

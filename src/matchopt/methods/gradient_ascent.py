@@ -20,8 +20,8 @@ Deviations from design-baselines:
   computes ``reduce_min`` (a copy-paste slip), so its published "Ens-Mean" is Ens-Min.
 * No 200-row validation split: design-baselines holds out 200 random rows that only feed its
   logs; here every member trains on a bootstrap of all rows.
-* The paper trains 50 epochs on superconductor: pass ``--set epochs=50`` there (methods do not
-  know tasks).
+* The paper trains 50 epochs on superconductor: pass ``--set epochs=50`` there, or in a bench
+  grid of several tasks ``--set superconductor:epochs=50`` (methods do not know tasks).
 """
 
 from __future__ import annotations

@@ -29,8 +29,10 @@ Deviations from the reference code (listed in the README):
 * the normalized weight steps add 1e-6 to the gradient norm in warm-up too (the reference does in
   the adaptation only), so a zero gradient cannot produce NaNs.
 * per-task settings of the reference (warm-up 100 epochs on Ant, 200 on Hopper; inner_lr 5e-4 on
-  Superconductor; search lr 2e-3 on Hopper) are config overrides; the defaults are the
-  Superconductor/D'Kitty values with inner_lr 5e-3.
+  Superconductor; search lr 2e-3 on Hopper) are config overrides (in a bench grid, scoped to
+  their task: ``--set superconductor:roma.inner_lr=5e-4``); the defaults are the reference's
+  values elsewhere (warm-up 50 epochs as on Superconductor and D'Kitty, inner_lr 5e-3, search
+  lr 3e-3).
 * PyTorch defaults (Kaiming-uniform initialization, Adam eps 1e-8) instead of Keras'
   (Glorot-uniform, eps 1e-7).
 * the reference scores its solutions every 10 updates; we return the solutions after the last
