@@ -51,3 +51,24 @@ def test_runs_in_groups_equal_runs_all_at_once():
         np.testing.assert_array_equal(
             cma_maximize(concave, x0, 0.5, 20, seeds, None, False, size), together
         )
+
+
+def test_the_default_group_size_keeps_the_covariances_within_the_memory_bound(monkeypatch):
+    """None advances as many runs as LOCKSTEP_MEMORY holds (all 128 at once on hopper would
+    need 54 GB), and gives the same runs as any explicit group size."""
+    import matchopt.methods.cma_es as cma_es
+
+    rng = np.random.default_rng(1)
+    x0 = rng.normal(size=(5, 4)).astype(np.float32)
+    seeds = np.array([21, 22, 23, 24, 25])
+    sizes = []
+    real = cma_es._lockstep_runs
+    monkeypatch.setattr(
+        cma_es, "_lockstep_runs", lambda score, x, *a: (sizes.append(len(x)), real(score, x, *a))[1]
+    )
+    monkeypatch.setattr(cma_es, "LOCKSTEP_MEMORY", 2 * 8 * 4**2 * 2)  # two runs of d = 4
+    bounded = cma_maximize(concave, x0, 0.5, 20, seeds)
+    assert sizes == [2, 2, 1]
+    np.testing.assert_array_equal(
+        bounded, cma_maximize(concave, x0, 0.5, 20, seeds, None, False, 5)
+    )

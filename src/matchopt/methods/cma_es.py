@@ -51,11 +51,15 @@ class CmaEsConfig(EnsembleConfig):
     init: str = field(default="topk", metadata={"choices": START_CHOICES})
     """Run starts: topk (design-baselines), random offline rows, or gaussian N(0, I)."""
     runs_at_once: int | None = None
-    """Runs advanced in lockstep (one surrogate call for their populations); None = all. Each run
-    holds d x d matrices (210 MB at d = 5126, hopper): fewer at once bound the memory."""
+    """Runs advanced in lockstep (one surrogate call for their populations); None = as many as
+    keep their d x d matrices within 4 GiB (all 128 up to d = 1,448; 10 on hopper, d = 5,126,
+    where each run holds 2 x 210 MB)."""
 
 
 QUICK = {"hidden": (32,), "epochs": 3, "max_iterations": 5}
+#: Memory the d x d matrices of the runs advancing together may take when ``runs_at_once`` is
+#: None (128 runs at once on hopper's d = 5,126 would take 54 GB).
+LOCKSTEP_MEMORY = 4 << 30
 
 
 # --- CMA-ES runs in lockstep --------------------------------------------------------------------
@@ -81,14 +85,19 @@ def cma_maximize(
         seeds: (n,) seeds of the runs' own normal generators.
         popsize: population size, None = pycma's default.
         progress: show a progress bar over iterations.
-        runs_at_once: runs advanced together (None: all); the others wait their turn.
+        runs_at_once: runs advanced together (None: as many as fit in
+            :data:`LOCKSTEP_MEMORY`); the others wait their turn.
 
     Returns:
         (n x d) float32: each run's best evaluated candidate.
     """
     if max_iterations < 1:
         raise MatchoptError(f"max_iterations must be >= 1, got {max_iterations}")
-    size = len(x0) if runs_at_once is None else max(1, int(runs_at_once))
+    if runs_at_once is None:
+        # pycma keeps a covariance matrix and its eigenbasis per run: 2 d^2 float64.
+        per_run = 2 * 8 * x0.shape[1] ** 2
+        runs_at_once = max(1, min(len(x0), LOCKSTEP_MEMORY // per_run))
+    size = max(1, int(runs_at_once))
     return np.concatenate(
         [
             _lockstep_runs(
