@@ -81,6 +81,9 @@ class EnsembleCache:
         n = min(len(ensemble.members), int(entry["n_models"]))
         prefix = tuple(f"members.{i}." for i in range(n))
         state = {k: v for k, v in entry["state"].items() if k.startswith(prefix)}
+        expected = {k: v.shape for k, v in ensemble.state_dict().items() if k.startswith(prefix)}
+        if {k: v.shape for k, v in state.items()} != expected:
+            return 0, 0.0  # an entry short of tensors (or of other shapes) is a cache miss
         ensemble.load_state_dict(state, strict=False)
         return n, float(entry["train_seconds"])
 
