@@ -144,3 +144,14 @@ def test_propose_searches_where_fit_left_the_model(method_name, tasks, monkeypat
 
     monkeypatch.setattr(type(method), "device_", property(unreadable))
     np.testing.assert_array_equal(method.propose(16), expected)
+
+
+def test_an_oracle_that_returns_nan_fails_the_run_without_a_record():
+    class BrokenOracle(ChainPotts):
+        def _score(self, designs):
+            scores = super()._score(designs).astype(float)
+            scores[3] = np.nan
+            return scores
+
+    with pytest.raises(MatchoptError, match="scored design 3 of random as nan; no record"):
+        run(BrokenOracle(), "random", preset="quick")

@@ -403,3 +403,106 @@ def test_runtime_table_marks_runs_that_read_a_shared_ensemble(results):
     path.write_text(json.dumps(record))
     runtime = write_report(results).split("## Runtime")[1]
     assert runtime.count("(shared ensemble)") == 2  # the cell, and the note that explains it
+
+
+def _edit_record(path, **changes):
+    record = json.loads(path.read_text())
+    record.update(changes)
+    path.write_text(json.dumps(record))  # NaN and Infinity as JSON's usual extension
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"config": []}, r"config \[\] is not an object"),
+        ({"extra": "x"}, "extra 'x' is not an object"),
+        ({"extra": {"environment": "gpu"}}, "extra.environment 'gpu' is not an object"),
+        ({"extra": {"fit": []}}, r"extra.fit \[\] is not an object"),
+        ({"extra": {"fit": {"shared_ensemble": 1}}}, "extra.fit.shared_ensemble 1 is not an"),
+        ({"offline_best": "abc"}, "offline_best 'abc' is not a number"),
+        ({"offline_best": float("nan")}, "offline_best nan is not a finite number"),
+        ({"p50": float("inf")}, "p50 inf is not a finite number"),
+        ({"preset": None}, "preset None is not a string"),
+        ({"version": 1}, "version 1 is not a string"),
+        ({"scores": [float("nan")] * 128}, "scores must all be finite numbers: score 0 is nan"),
+        # An int too large for a float: not finite, shown cut short.
+        ({"scores": [0.5, 10**400]}, r"scores must .*: score 1 is 10000.*\.\.\.\)"),
+        ({"fit_seconds": -3.0}, "fit_seconds -3.0 is negative"),
+        ({"search_seconds": None}, "search_seconds None is not a number"),
+        ({"n_designs": "128"}, "n_designs '128' is not a count"),
+    ],
+)
+def test_a_record_with_a_malformed_field_is_refused_naming_file_and_field(
+    results, changes, message, capsys
+):
+    from matchopt.cli import main
+
+    path = results / "ant" / "coms" / "seed0.json"
+    _edit_record(path, **changes)
+    with pytest.raises(MatchoptError, match=rf"seed0.json: not a readable run record \({message}"):
+        load_records(results)
+    # The command: one line naming the file and the field, no traceback.
+    assert main(["report", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b'{"error": ""}', "no error message in the error file"),
+        (b'{"error": null}', "no error message in the error file"),
+        (b'{"error": "\\n  \\n"}', "no error message in the error file"),
+        (b'{"cell": {}}', "no error message in the error file"),
+        (b"[1]", "error file is not a JSON object"),
+        (b'"boom"', "error file is not a JSON object"),
+        (b"{not json", "error file unreadable or not JSON"),
+        (b'{"error": "\xff"}', "error file unreadable or not JSON"),
+        (b'{"error": "\\nValueError: x\\nmore"}', "ValueError: x"),
+    ],
+)
+def test_a_malformed_error_file_gives_a_generic_reason(results, content, reason):
+    from matchopt.report import missing_cells
+
+    (results / "ant" / "coms" / "seed1.error.json").write_bytes(content)
+    missing = missing_cells(results, load_records(results))
+    row = missing[(missing["task"] == "ant") & (missing["method"] == "coms")]
+    assert row["reason"].tolist() == [f"failed (seed1.error.json): {reason}"]
+    assert f"failed (seed1.error.json): {reason}" in write_report(results)
+
+
+def test_a_pending_file_not_in_utf8_is_named(results):
+    (results / "pending.csv").write_bytes(b"task,method,reason\nant,ddom,caf\xe9\n")
+    with pytest.raises(MatchoptError, match=r"pending.csv: cannot be read as UTF-8 text"):
+        write_report(results)
+
+
+def test_figures_are_written_atomically(results, tmp_path, monkeypatch):
+    import matchopt.report as report
+
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    stems = ("percentile_curves", "rank_distribution", "runtime")
+    names = {f"{stem}.{ext}" for stem in stems for ext in ("png", "csv")}
+    for name in names:  # an earlier report's figures
+        (plots / name).write_bytes(b"old")
+    real = report.atomic_write_bytes
+    through = []
+    monkeypatch.setattr(report, "atomic_write_bytes", lambda p, d: (through.append(p), real(p, d)))
+
+    # Interrupted while rendering the first figure: the earlier files are left whole.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(FigureCanvasAgg, "print_png", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            write_report(results, plots_dir=plots)
+    assert {p.name: p.read_bytes() for p in plots.iterdir()} == dict.fromkeys(names, b"old")
+
+    write_report(results, plots_dir=plots)
+    assert {p.name for p in through} == names  # every file through the atomic writer
+    assert {p.name for p in plots.iterdir()} == names  # no temporary file left
+    assert (plots / "runtime.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

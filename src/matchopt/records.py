@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import math
 import numbers
 import re
 from collections.abc import Mapping, Sequence
@@ -114,18 +115,62 @@ def is_number(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def is_finite_number(value: object) -> bool:
+    """A number (not a bool) that is neither NaN nor infinite; an int too large for a float is
+    not finite either (the report computes in floats)."""
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _shown(value: object, limit: int = 40) -> str:
+    """``repr`` of a bad field's value, cut short to keep an error message on one line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _record_problem(record: RunRecord) -> str | None:
+    """What is wrong with a record's fields (every field a report or a grid reads), or None."""
     if not isinstance(record.task, str) or not isinstance(record.method, str):
         return "task and method must be strings"
     if not isinstance(record.seed, int) or isinstance(record.seed, bool):
-        return f"seed {record.seed!r} is not an integer"
+        return f"seed {_shown(record.seed)} is not an integer"
+    for name in ("preset", "version"):
+        if not isinstance(getattr(record, name), str):
+            return f"{name} {_shown(getattr(record, name))} is not a string"
+    if not isinstance(record.config, dict):
+        return f"config {_shown(record.config)} is not an object"
     if not isinstance(record.scores, list) or not record.scores:
         return "scores must be a non-empty list"
     if not all(is_number(s) for s in record.scores):
         return "scores must all be numbers"
-    for name in ("p100", "p50", "fit_seconds", "search_seconds"):
-        if not is_number(getattr(record, name)):
-            return f"{name} {getattr(record, name)!r} is not a number"
+    bad = next((i for i, s in enumerate(record.scores) if not is_finite_number(s)), None)
+    if bad is not None:
+        return f"scores must all be finite numbers: score {bad} is {_shown(record.scores[bad])}"
+    for name in ("p100", "p50", "offline_best", "fit_seconds", "search_seconds"):
+        value = getattr(record, name)
+        if not is_number(value):
+            return f"{name} {_shown(value)} is not a number"
+        if not is_finite_number(value):
+            return f"{name} {_shown(value)} is not a finite number"
+    for name in ("fit_seconds", "search_seconds"):
+        if getattr(record, name) < 0:
+            return f"{name} {getattr(record, name)!r} is negative"
+    n_designs = record.n_designs
+    if not isinstance(n_designs, int) or isinstance(n_designs, bool) or n_designs < 0:
+        return f"n_designs {_shown(n_designs)} is not a count (an integer >= 0)"
+    if not isinstance(record.extra, dict):
+        return f"extra {_shown(record.extra)} is not an object"
+    # Read by the report: extra.environment (device, gpu), extra.fit.shared_ensemble.
+    for name in ("environment", "fit"):
+        if name in record.extra and not isinstance(record.extra[name], dict):
+            return f"extra.{name} {_shown(record.extra[name])} is not an object"
+    shared = record.extra.get("fit", {}).get("shared_ensemble")
+    if shared is not None and not isinstance(shared, dict):
+        return f"extra.fit.shared_ensemble {_shown(shared)} is not an object or null"
     return None
 
 

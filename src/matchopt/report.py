@@ -32,6 +32,7 @@ import pandas as pd
 
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
+from matchopt.io import atomic_write_bytes
 from matchopt.published import SOURCE, published_cell, published_tasks
 from matchopt.records import RunRecord, is_number, load_records
 
@@ -459,12 +460,19 @@ def pending_reasons(results_dir: str | Path) -> dict[tuple[str, str], str]:
     path = Path(results_dir) / PENDING_FILE
     if not path.is_file():
         return {}
-    lines = [line for line in path.read_text().splitlines() if not line.lstrip().startswith("#")]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as err:  # UTF-8 errors are ValueErrors
+        raise MatchoptError(f"{path}: cannot be read as UTF-8 text ({err})") from None
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
     reasons = {}
-    for number, row in enumerate(csv.DictReader(lines), start=2):
-        if not row.get("task") or not row.get("method") or not row.get("reason"):
-            raise MatchoptError(f"{path}, row {number}: needs task, method and reason")
-        reasons[row["task"].strip(), row["method"].strip()] = row["reason"].strip()
+    try:
+        for number, row in enumerate(csv.DictReader(lines), start=2):
+            if not row.get("task") or not row.get("method") or not row.get("reason"):
+                raise MatchoptError(f"{path}, row {number}: needs task, method and reason")
+            reasons[row["task"].strip(), row["method"].strip()] = row["reason"].strip()
+    except csv.Error as err:
+        raise MatchoptError(f"{path}: not a readable CSV file ({err})") from None
     return reasons
 
 
@@ -499,12 +507,22 @@ def missing_cells(
 def _failure(results_dir: str | Path, task: str, method: str) -> str | None:
     """The error of the first failed cell of (task, method), if a grid left one."""
     for path in sorted(Path(results_dir).rglob(f"{task}/{method}/seed*.error.json")):
-        try:
-            error = json.loads(path.read_text()).get("error", "")
-        except (OSError, ValueError):
-            continue
-        return f"failed ({path.name}): {str(error).splitlines()[0][:120]}"
+        return f"failed ({path.name}): {_error_line(path)}"
     return None
+
+
+def _error_line(path: Path) -> str:
+    """The first line of an error file's ``error`` (cut to 120 characters); a generic reason if
+    the file is unreadable, not a JSON object or has no error message."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # JSON and UTF-8 errors are ValueErrors
+        return "error file unreadable or not JSON"
+    if not isinstance(payload, dict):
+        return "error file is not a JSON object"
+    error = payload.get("error")
+    lines = [line for line in str(error).splitlines() if line.strip()] if error else []
+    return lines[0][:120] if lines else "no error message in the error file"
 
 
 def _missing_table(style: _Style, missing: pd.DataFrame) -> str:
@@ -705,8 +723,13 @@ def write_figures(
     written: list[Path] = []
 
     def save(figure, frame: pd.DataFrame, stem: str) -> None:
-        frame.to_csv(out / f"{stem}.csv", index=False, lineterminator="\n")
-        figure.savefig(out / f"{stem}.png", dpi=120)
+        # Both rendered in memory first, then each written atomically: an interrupted report
+        # leaves the files of an earlier one whole, never a half-written file.
+        png = io.BytesIO()
+        figure.savefig(png, format="png", dpi=120)
+        text = frame.to_csv(index=False, lineterminator="\n")
+        atomic_write_bytes(out / f"{stem}.png", png.getvalue())
+        atomic_write_bytes(out / f"{stem}.csv", text.encode("utf-8"))
         written.extend([out / f"{stem}.png", out / f"{stem}.csv"])
 
     curves = percentile_curves(records)

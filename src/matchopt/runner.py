@@ -76,6 +76,13 @@ def _run(
         raise MatchoptError(f"{method} returned {len(designs)} designs instead of {n_designs}")
 
     scores = task_obj.normalize(task_obj.score(designs))
+    if not np.isfinite(scores).all():
+        # A record must hold finite scores (records.py refuses others when read back).
+        bad = int(np.flatnonzero(~np.isfinite(scores))[0])
+        raise MatchoptError(
+            f"the oracle of {task_obj.name} scored design {bad} of {method} as {scores[bad]}; "
+            "no record written"
+        )
     record = RunRecord(
         task=task_obj.name,
         method=method,
