@@ -7,11 +7,13 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 
 import numpy as np
 import pytest
 
 import matchopt.methods.matchopt as matchopt_module
+from matchopt.checkpoints import run_key
 from matchopt.methods import make_method
 from matchopt.tasks import load_task
 
@@ -55,6 +57,51 @@ def test_a_snapshot_of_another_run_is_ignored(tmp_path):
     np.testing.assert_array_equal(fitted.fit(data).propose(8), reference.propose(8))
     # Methods without snapshots ignore the request.
     assert make_method("ga", "quick").resume_from(snapshot).training_checkpoint is None
+
+
+def as_if_written_on_a_gpu(path) -> None:
+    """Relabel every tensor of a ``torch.save`` file as stored on ``cuda:0`` (what a snapshot
+    written on a GPU holds), so that loading it needs ``map_location`` on a CPU-only machine."""
+    with zipfile.ZipFile(path) as source:
+        entries = [(info.filename, source.read(info)) for info in source.infolist()]
+    cpu, gpu = b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0"  # pickled location
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as target:
+        for name, data in entries:
+            if name.endswith("data.pkl"):
+                assert cpu in data
+                data = data.replace(cpu, gpu)
+            target.writestr(name, data)
+
+
+def test_a_snapshot_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch):
+    data = load_task("potts").offline
+    reference = make_method("matchopt", "validated-quick", SETTINGS, seed=1).fit(data)
+    snapshot = tmp_path / "snapshot.pt"
+    real, calls = matchopt_module.sample_trajectories, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 8:  # after the first validation: the selector holds parameters
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        make_method("matchopt", "validated-quick", SETTINGS, seed=1).resume_from(
+            snapshot, every=0
+        ).fit(data)
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", real)
+    as_if_written_on_a_gpu(snapshot)
+    resumed = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
+    checkpoint = resumed.resume_from(snapshot, every=0).training_checkpoint
+    checkpoint.bind(run_key(resumed, data.x, data.y))
+    saved = checkpoint.load("main")
+    assert saved is not None and int(saved["epoch"]) > 2  # read, not skipped as foreign
+    tensors = [saved["parts"]["model"], saved["values"]["selector"]["parameters"]]
+    assert all(t.device.type == "cpu" for part in tensors for t in part.values())
+    resumed.fit(data)
+    np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
+    assert resumed.losses_ == reference.losses_
 
 
 def test_kill_and_rerun_of_the_command_gives_the_same_designs(tmp_path):

@@ -107,6 +107,7 @@ def test_noreg_is_registered(tmp_path):
             ["bench", "--tasks", "potts", "--methods", "random", "--out", __file__],
             f"results folder {__file__} is a file",
         ),
+        (["study", "gradient-error", "--out", __file__], f"study folder {__file__} is a file"),
         (["run", "--task", "tfbind8"], "matchopt data fetch tfbind8"),
         (["run", "--threads", "0"], "--threads 0: needs at least 1 thread"),
         (["optimize", "x.csv", "--target", "y", "--threads", "two"], "whole number of threads"),

@@ -49,6 +49,19 @@ class FakeHub:
         return path
 
 
+#: Environment variables that change where (or whether) the reachability probe connects.
+NETWORK_ENV = (
+    "HF_ENDPOINT", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"
+)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def direct_network(monkeypatch):
+    """No hub mirror and no proxy from the machine running the tests."""
+    for name in NETWORK_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture
 def known_fake_digests(monkeypatch):
     """The checksum table says the fake shards are the good ones."""
@@ -341,3 +354,71 @@ def test_no_network_is_one_short_message_before_any_hub_call(tmp_path, monkeypat
         download.fetch_task_data(["tfbind8"], tmp_path, progress=False)
     assert time.perf_counter() - started < 5
     assert not list(tmp_path.rglob("*.npy"))
+
+
+class FakeSocket:
+    """Stands in for ``socket.create_connection``: records the address, or fails like a
+    machine without network."""
+
+    def __init__(self, reachable: bool = True):
+        self.reachable = reachable
+        self.addresses: list[tuple[str, int]] = []
+
+    def __call__(self, address, timeout=None):
+        self.addresses.append(address)
+        if not self.reachable:
+            raise OSError(101, "Network is unreachable")
+        return self
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_probe_goes_to_the_host_of_hf_endpoint(monkeypatch):
+    import socket
+
+    from matchopt.tasks import download
+
+    fake = FakeSocket()
+    monkeypatch.setattr(socket, "create_connection", fake)
+    download.check_reachable()
+    monkeypatch.setenv("HF_ENDPOINT", "https://hf-mirror.example.org:8443/")
+    download.check_reachable()
+    monkeypatch.setenv("HF_ENDPOINT", "http://10.0.0.7")
+    download.check_reachable()
+    assert fake.addresses == [
+        ("huggingface.co", 443),
+        ("hf-mirror.example.org", 8443),
+        ("10.0.0.7", 80),
+    ]
+    fake.reachable = False
+    monkeypatch.setenv("HF_ENDPOINT", "https://hf-mirror.example.org")
+    with pytest.raises(MatchoptError, match="cannot reach hf-mirror.example.org .*no network"):
+        download.check_reachable()
+    for bad in ("hf-mirror.example.org", "ftp://host", "https://host:port"):
+        monkeypatch.setenv("HF_ENDPOINT", bad)
+        with pytest.raises(MatchoptError, match=r"\$HF_ENDPOINT .*expected a URL"):
+            download.check_reachable()
+
+
+@pytest.mark.parametrize("variable", ["HTTPS_PROXY", "https_proxy", "ALL_PROXY"])
+def test_behind_a_proxy_the_download_runs_without_a_direct_probe(
+    tmp_path, monkeypatch, known_fake_digests, variable
+):
+    import socket
+
+    from matchopt.tasks import download
+
+    pytest.importorskip("huggingface_hub")  # checked before the probe
+    fake, hub = FakeSocket(reachable=False), FakeHub()
+    monkeypatch.setattr(socket, "create_connection", fake)
+    monkeypatch.setattr(download, "hub_download", hub)
+    monkeypatch.setenv(variable, "http://proxy.example.org:3128")
+    report = download.fetch_task_data(["tfbind8"], tmp_path, progress=False)
+    assert report.downloaded == [X, Y] and hub.calls == [X, Y] and not fake.addresses
+    # A host the proxy is bypassed for is reached directly: probed as before.
+    monkeypatch.setenv("NO_PROXY", "huggingface.co")
+    (tmp_path / X).unlink()
+    with pytest.raises(MatchoptError, match="cannot reach huggingface.co"):
+        download.fetch_task_data(["tfbind8"], tmp_path, progress=False)
+    assert fake.addresses == [("huggingface.co", 443)] and hub.calls == [X, Y]

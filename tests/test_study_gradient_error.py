@@ -201,3 +201,18 @@ def test_study_rejects_bad_arguments(tmp_path, override, message):
     with pytest.raises(MatchoptError, match=message):
         run_gradient_error_study(tmp_path, **{**TINY, **override})
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("folder", ["a_file", "a_file/sub"])
+def test_an_output_folder_that_cannot_be_made_fails_before_training(tmp_path, monkeypatch, folder):
+    import matchopt.studies.gradient_error as study
+
+    (tmp_path / "a_file").write_text("x")
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("training ran before the output folder was checked")
+
+    monkeypatch.setattr(study.MatchOpt, "fit", no_training)
+    monkeypatch.setattr(study, "fit_regression", no_training)
+    with pytest.raises(MatchoptError, match="study folder .*a_file"):
+        run_gradient_error_study(tmp_path / folder, **TINY)

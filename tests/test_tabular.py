@@ -419,6 +419,53 @@ def test_duplicate_column_name(capsys, csv_file):
     assert_one_line_error(code, err, "data.csv", "duplicate column name 'a'")
 
 
+def test_csv_line_numbers_count_blank_lines_and_cells_over_several_lines(capsys, csv_file):
+    # Row 3 is on line 7: two blank lines (one of spaces) and a quoted cell of two lines.
+    path = csv_file('a,b,y\n\n1,2,3\n   \n"4",5,6\n\n2,oops,4\n"x\ny",1,2\n5,zz,1\n')
+    code, _, err = optimize(capsys, path, "--target", "y", "--features", "b")
+    assert_one_line_error(code, err, "column 'b'", "row 3 (line 7)", "'oops'")
+    # A cell spanning lines 8-9 does not shift the next row (line 10).
+    frame = read_table(path)
+    frame.loc[2, "b"] = "7"
+    with pytest.raises(MatchoptError, match=r"row 5 \(line 10\): 'zz'"):
+        TableOptimizer(target="y", features=["b"], method="random").fit(frame, source="t")
+    # Rows removed after reading: no line numbers rather than wrong ones.
+    with pytest.raises(MatchoptError, match=r"column 'b', row 4: 'zz'") as info:
+        TableOptimizer(target="y", features=["b"], method="random").fit(frame.drop(index=0))
+    assert "line" not in str(info.value)
+
+
+def test_a_csv_table_saved_as_parquet_reads_back_without_csv_lines(capsys, csv_file, tmp_path):
+    pytest.importorskip("pyarrow")
+    frame = read_table(csv_file("a,y\n\n1,2\n\n2,x\n"))
+    frame.to_parquet(tmp_path / "t.parquet")  # pandas writes attrs as JSON
+    code, _, err = optimize(capsys, tmp_path / "t.parquet", "--target", "y")
+    assert_one_line_error(code, err, "t.parquet: column 'y', row 2: 'x' is not a number")
+    assert "line" not in err
+
+
+def test_one_row_is_too_few_rows_not_a_constant_target(capsys, csv_file):
+    path = csv_file("a,b,y\n0.1,0.2,0.3\n")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "data.csv", "only 1 data row", "at least 2")
+    assert "constant" not in err
+
+
+def test_alphabet_without_a_sequence_column_is_an_error(capsys, tmp_path):
+    path = tmp_path / "data.csv"
+    numeric_frame().to_csv(path, index=False)
+    code, _, err = optimize(capsys, path, "--target", "y", "--alphabet", "ACGT")
+    assert_one_line_error(code, err, "--alphabet needs --sequence")
+    assert not (tmp_path / "out.csv").exists()
+
+
+def test_a_feature_named_like_an_output_column_is_refused():
+    for name in ("predicted_y", "predicted_y_std", "nearest_euclidean"):
+        frame = numeric_frame().rename(columns={"a": name})
+        with pytest.raises(MatchoptError, match=f"feature column '{name}' has the name of an"):
+            TableOptimizer(target="y", method="random", preset="quick").fit(frame)
+
+
 def test_duplicate_column_name_in_a_dataframe():
     frame = pd.DataFrame([[1, 2, 3], [2, 3, 5]], columns=["a", "a", "y"])
     with pytest.raises(MatchoptError, match="duplicate column name 'a'"):
@@ -687,6 +734,49 @@ def test_no_possible_proposal_is_an_error_and_writes_nothing(capsys, tmp_path):
     code, _, err = optimize(capsys, path, "--target", "y", "--sequence", "s")
     assert code == 2 and "no proposal could be made" in err
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_a_min_distance_no_candidate_reaches_is_an_error_and_writes_nothing(capsys, tmp_path):
+    frame = numeric_frame(20)
+    opt = TableOptimizer(target="y", method="random", preset="quick", seed=0, min_distance=100).fit(
+        frame
+    )
+    with pytest.warns(ProposalWarning, match="no new designs: none of the .* min_distance 100"):
+        proposals = opt.propose(8)
+    assert len(proposals) == 0
+    assert list(proposals.columns) == [
+        "a",
+        "b",
+        "predicted_y",
+        "predicted_y_std",
+        "nearest_euclidean",
+    ]
+    path = tmp_path / "data.csv"
+    frame.to_csv(path, index=False)
+    model = tmp_path / "m.pt"
+    code, _, err = optimize(
+        capsys, path, "--target", "y", "--min-distance", "100", "--save-model", model
+    )
+    assert_one_line_error(code, err, "no proposal could be made", "nothing written")
+    assert not (tmp_path / "out.csv").exists() and not model.exists()
+
+
+def test_the_below_the_best_warning_follows_the_direction():
+    for minimize, words in (
+        (False, "at most .* below the best"),
+        (True, "at least .* above the best"),
+    ):
+        frame = numeric_frame(40)
+        opt = TableOptimizer(
+            target="y", method="random", preset="quick", seed=0, minimize=minimize
+        ).fit(frame)
+        worst = opt.data_.y.min()  # in matchopt's units: below every measured row
+        opt._predict = lambda designs, worst=worst: np.full(len(designs), worst)
+        with pytest.warns(ProposalWarning, match=words) as caught:
+            proposals = opt.propose(4)
+        message = next(str(w.message) for w in caught if "best measured" in str(w.message))
+        best = frame["y"].min() if minimize else frame["y"].max()
+        assert f"{proposals['predicted_y'].iloc[0]:.4g}" in message and f"{best:.4g}" in message
 
 
 def test_device_option_runs_on_the_cpu_and_is_checked_before_fitting(capsys, tmp_path):

@@ -9,6 +9,7 @@ The fixtures keep each task's real shard count (84 and 5 shards) with fewer rows
 """
 
 import pickle
+import re
 
 import numpy as np
 import pytest
@@ -155,6 +156,30 @@ def test_load_shards_checks_the_files(tmp_path):
     paths[3].write_text("version https://git-lfs.github.com/spec/v1\n")
     with pytest.raises(MatchoptError, match="cannot read design-bench file .*a-y-1.npy"):
         load_shards(paths)
+
+
+@pytest.mark.parametrize(
+    ("axis", "values", "dtype"),
+    [
+        ("x", np.array([["a"] * 10] * 4), "<U1"),
+        ("y", np.array([[b"1.5"]] * 4), "|S3"),
+        ("y", np.arange(4).reshape(-1, 1) + 1j, "complex128"),
+        ("x", np.zeros((4, 10), "datetime64[s]"), "datetime64[s]"),
+    ],
+)
+def test_load_shards_refuses_values_that_are_not_real_numbers(tmp_path, axis, values, dtype):
+    x, y = tmp_path / "a-x-0.npy", tmp_path / "a-y-0.npy"
+    np.save(x, np.zeros((4, 10), np.int32))
+    np.save(y, np.arange(4, dtype=np.float32).reshape(-1, 1))
+    np.save(x if axis == "x" else y, values)
+    bad = x if axis == "x" else y
+    words = re.escape(f"{bad.name}: {axis} has dtype {dtype}; expected real numbers")
+    with pytest.raises(MatchoptError, match=words):
+        load_shards([x, y])
+    # Object arrays are not unpickled: refused unread.
+    np.save(y, np.array([[1.0], [2.0], [None], [4.0]], dtype=object), allow_pickle=True)
+    with pytest.raises(MatchoptError, match="cannot read design-bench file .*a-y-0.npy"):
+        load_shards([x, y])
 
 
 def test_offline_rows_subsamples_only_above_max_samples():

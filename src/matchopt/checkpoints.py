@@ -80,7 +80,11 @@ class TrainingCheckpoint:
         if not self.path.is_file():
             return None
         try:
-            state = torch.load(io.BytesIO(self.path.read_bytes()), weights_only=True)
+            # Onto the CPU: a snapshot written on a GPU then resumes on a CPU-only machine. Every
+            # tensor is restored through load_state_dict, copy_ or set_state, which place it.
+            state = torch.load(
+                io.BytesIO(self.path.read_bytes()), map_location="cpu", weights_only=True
+            )
         except Exception:  # a foreign or broken file: start afresh, it is overwritten
             return None
         if not isinstance(state, dict) or state.get("key") != self.key:

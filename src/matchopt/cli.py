@@ -143,8 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--set",
         action="append",
         default=[],
-        metavar="[METHOD.]KEY=VALUE",
-        help="override a config field of every method that has it, or of one method",
+        metavar="[TASK:][METHOD.]KEY=VALUE",
+        help="override a config field of every method that has it, or of one method; "
+        "TASK: limits it to one task",
     )
     add_threads_option(p_bench, "each cell (default: as run, at most cores // workers)")
     add_device_option(p_bench)
@@ -475,7 +476,7 @@ def field_docs(config_class: type) -> dict[str, str]:
     return docs
 
 
-def add_table_parsers(sub) -> None:
+def add_table_parsers(sub: argparse._SubParsersAction) -> None:
     """``optimize`` and ``propose``: optimize a user's own CSV/Parquet table."""
     p_opt = sub.add_parser(
         "optimize", help="fit a method on your own CSV/Parquet table and propose new rows"

@@ -44,7 +44,7 @@ from tqdm.auto import tqdm
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.io import atomic_write_bytes
+from matchopt.io import atomic_write_bytes, check_output_folder
 from matchopt.methods.matchopt import MatchOpt, MatchOptConfig
 from matchopt.models.mlp import MLP
 
@@ -344,9 +344,7 @@ def run_gradient_error_study(
     """
     pd = _import_pandas()
     alphas = _validate(n_train, alphas, n_test, epochs, lr, batch_size)
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise MatchoptError(f"output folder {out_dir} exists and is not a folder")
+    out_dir = check_output_folder(out_dir, "study folder")  # before training, as the others
     dim = SHEKEL_DIM
 
     x_train = np.random.default_rng([seed, 0]).standard_normal((n_train, dim))

@@ -328,7 +328,8 @@ class TableOptimizer:
             bounds=self.bounds,
             source=source,
         )
-        for name in (schema.prediction_name, schema.distance_name):
+        reserved = (schema.prediction_name, schema.spread_name, schema.distance_name)
+        for name in reserved:
             if name in schema.feature_names:
                 raise MatchoptError(
                     f"{source}: feature column {name!r} has the name of an output column; rename it"
@@ -460,11 +461,14 @@ class TableOptimizer:
         best-predicted new designs among further candidates (see the module docstring).
 
         Columns: the feature columns, ``predicted_<target>`` (the ranking surrogate's
-        prediction, user units) and ``nearest_euclidean`` or ``nearest_hamming`` (distance to
-        the nearest measured row). No row repeats another or a measured row.
+        prediction, user units), ``predicted_<target>_std`` (the ensemble's spread) and
+        ``nearest_euclidean`` or ``nearest_hamming`` (distance to the nearest measured row).
+        No row repeats another or a measured row.
 
         Warns:
-            ProposalWarning: fewer than ``n`` new designs were found (the count is given).
+            ProposalWarning: fewer than ``n`` new designs were found (the count is given); when
+                none is left (all repeat measured rows, or none is ``min_distance`` away), the
+                result is empty (the CLI then exits with status 2 and writes nothing).
         """
         with limit_threads(self.threads):
             return self._propose(n)
@@ -512,12 +516,21 @@ class TableOptimizer:
         ranked_extra = extra[np.argsort(-predicted[extra], kind="stable")]
         order = np.concatenate([np.arange(len(own)), ranked_extra])
         order = order[distances[order] >= self.min_distance]
+        if len(order) == 0:
+            warnings.warn(
+                f"no new designs: none of the {len(designs)} new candidates of {self.method} is "
+                f"at least min_distance {self.min_distance:g} from every measured row (the "
+                f"farthest is {distances.max():.4g})",
+                ProposalWarning,
+                stacklevel=2,
+            )
+            return pool.empty()
         chosen = self._diverse(designs, order, n)
         chosen = chosen[np.argsort(-predicted[chosen], kind="stable")]
         out = table.iloc[chosen].reset_index(drop=True)
         out[schema.prediction_name] = schema.user_scores(predicted[chosen])
         # Spread of the ensemble's members: the same in the user's sign.
-        out[f"{schema.prediction_name}_std"] = self._ensemble_members(designs[chosen]).std(0)
+        out[schema.spread_name] = self._ensemble_members(designs[chosen]).std(0)
         out[schema.distance_name] = (
             distances[chosen].astype(np.int64) if schema.sequence is not None else distances[chosen]
         )
@@ -534,8 +547,10 @@ class TableOptimizer:
         if len(out) and predicted[chosen].max() < self.data_.y.max():
             best = schema.user_scores(np.array([self.data_.y.max()]))[0]
             top = out[schema.prediction_name].iloc[0]
+            # In the user's sign: when minimizing, the best prediction is the lowest one.
+            most, worse = ("at least", "above") if schema.minimize else ("at most", "below")
             warnings.warn(
-                f"the surrogate predicts at most {top:.4g} for the proposals, below the best "
+                f"the surrogate predicts {most} {top:.4g} for the proposals, {worse} the best "
                 f"measured value {best:.4g}: its predictions are shrunk toward the mean (or the "
                 "proposals are worse); read them as a ranking, not as expected values",
                 ProposalWarning,
@@ -630,7 +645,7 @@ class _Pool:
     def empty(self) -> pd.DataFrame:
         out = self.table().iloc[:0].copy()
         out[self.schema.prediction_name] = np.array([], dtype=np.float64)
-        out[f"{self.schema.prediction_name}_std"] = np.array([], dtype=np.float64)
+        out[self.schema.spread_name] = np.array([], dtype=np.float64)
         discrete = self.schema.sequence is not None
         out[self.schema.distance_name] = np.array([], dtype=np.int64 if discrete else np.float64)
         return out

@@ -26,9 +26,10 @@ is given as well.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,8 +94,54 @@ def _read_csv(path: Path) -> pd.DataFrame:
     check_column_names(header, str(path))
     frame = raw.iloc[1:].reset_index(drop=True)
     frame.columns = header
-    frame.attrs["line_offset"] = 2  # data row 1 is line 2 of the file
+    lines = _record_lines(path)
+    # Blank lines are skipped and a quoted cell may span lines: a fixed offset would be wrong.
+    if lines is not None and len(lines) == len(raw):
+        frame.attrs[LINES_ATTR] = {"rows": len(frame), "runs": _runs(lines[1:])}
     return frame
+
+
+#: Key of ``DataFrame.attrs`` with the file line of each data row of a table read from a CSV file:
+#: ``{"rows": n, "runs": [[row, line], ...]}``, each run a row and the line it starts on, the
+#: rows after it on the following lines up to the next run. Runs, not a line per row: pandas
+#: deep-copies ``attrs`` on every operation (and Parquet writes them as JSON).
+LINES_ATTR = "source_lines"
+
+
+def _runs(lines: list[int]) -> list[list[int]]:
+    """``[row, line]`` where row's line is not the one after the previous row's."""
+    runs: list[list[int]] = []
+    for row, line in enumerate(lines):
+        if not runs or line != runs[-1][1] + row - runs[-1][0]:
+            runs.append([row, line])
+    return runs
+
+
+def _record_lines(path: Path) -> list[int] | None:
+    """First line of every record of a CSV file that pandas reads (header included), or None
+    if the file cannot be read this way (then messages give rows without lines).
+
+    Like pandas (``skip_blank_lines``), a record that is one line of only whitespace is skipped.
+    """
+    starts: list[int] = []
+    last = [""]
+
+    def feed(handle: Iterable[str]) -> Iterator[str]:
+        for line in handle:
+            last[0] = line
+            yield line
+
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(feed(handle))
+            end = 0
+            for _ in reader:
+                start, end = end + 1, reader.line_num
+                if start != end or last[0].strip():
+                    starts.append(start)
+    except (csv.Error, OSError, UnicodeDecodeError):
+        return None
+    return starts
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
@@ -105,12 +152,15 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     try:
         names = pq.read_schema(path).names
         check_column_names(names, str(path))
-        return pq.read_table(path).to_pandas()
+        frame = pq.read_table(path).to_pandas()
     except MatchoptError:
         raise
     except Exception as err:  # pyarrow raises several unrelated types for a bad file
         reason = " ".join(str(err).split())
         raise MatchoptError(f"{path}: cannot read as Parquet: {reason}") from None
+    # A table read from a CSV file and saved as Parquet keeps its attrs: those lines are not ours.
+    frame.attrs.pop(LINES_ATTR, None)
+    return frame
 
 
 def check_column_names(names: Sequence[object], source: str) -> None:
@@ -222,11 +272,15 @@ class TableSchema:
             MatchoptError: naming the file, column, row and value of the first problem found.
         """
         check_column_names(list(frame.columns), source)
-        where = _Locator(source, frame.attrs.get("line_offset"))
+        where = _Locator.of(frame, source)
         columns = [str(c) for c in frame.columns]
         frame = frame.set_axis(columns, axis=1)
         if len(frame) == 0:
             raise MatchoptError(f"{source}: no data rows")
+        if len(frame) == 1:  # before the target check: one row would read as a constant target
+            raise MatchoptError(f"{source}: only 1 data row; at least 2 are needed")
+        if alphabet is not None and sequence is None:
+            raise MatchoptError("--alphabet needs --sequence: it lists a sequence column's letters")
         if target not in columns:
             raise MatchoptError(
                 f"{source}: no target column {target!r}; columns: {', '.join(columns)}"
@@ -296,6 +350,11 @@ class TableSchema:
         """Name of the prediction column of proposals."""
         return f"predicted_{self.target}"
 
+    @property
+    def spread_name(self) -> str:
+        """Name of the column of proposals holding the ensemble's spread of the prediction."""
+        return f"{self.prediction_name}_std"
+
     def describe(self) -> str:
         """One line: what the design is made of."""
         if self.sequence is not None:
@@ -313,7 +372,7 @@ class TableSchema:
 
     def encode(self, frame: pd.DataFrame, source: str = "data") -> np.ndarray:
         """Feature columns of a table (already validated by :meth:`infer`) -> designs (n x d)."""
-        where = _Locator(source, frame.attrs.get("line_offset"))
+        where = _Locator.of(frame, source)
         if self.sequence is not None:
             tokens, _ = sequence_tokens(
                 frame[self.sequence.name], self.sequence.name, self.sequence.alphabet, where
@@ -332,7 +391,7 @@ class TableSchema:
 
     def scores(self, frame: pd.DataFrame, source: str = "data") -> np.ndarray:
         """The target as matchopt maximizes it (negated when minimizing), (n,) float64."""
-        where = _Locator(source, frame.attrs.get("line_offset"))
+        where = _Locator.of(frame, source)
         y = numeric_values(frame[self.target], self.target, where, hint=False)
         return -y if self.minimize else y
 
@@ -418,13 +477,31 @@ class TableSchema:
 class _Locator:
     """Names a cell in messages: file, column, row (and line, for CSV files)."""
 
-    def __init__(self, source: str, line_offset: int | None):
+    def __init__(self, source: str, runs: Sequence[Sequence[int]] = ()):
         self.source = source
-        self.line_offset = line_offset
+        self.runs = [(int(row), int(line)) for row, line in runs]
+
+    @classmethod
+    def of(cls, frame: pd.DataFrame, source: str) -> _Locator:
+        """A locator of ``frame``'s cells, with file lines when it was read from a CSV file."""
+        lines = frame.attrs.get(LINES_ATTR)
+        # Lines of another table (rows added or removed since reading) would mislead.
+        if isinstance(lines, dict) and lines.get("rows") == len(frame):
+            return cls(source, lines.get("runs", ()))
+        return cls(source)
+
+    def line(self, row: int) -> int | None:
+        """The file line data row ``row`` (from 0) starts on, if known."""
+        at = bisect.bisect_right(self.runs, (row, math.inf)) - 1
+        if at < 0:
+            return None
+        first, line = self.runs[at]
+        return line + row - first
 
     def __call__(self, column: str, row: int) -> str:
-        line = f" (line {row + self.line_offset})" if self.line_offset else ""
-        return f"{self.source}: column {column!r}, row {row + 1}{line}"
+        line = self.line(row)
+        where = f" (line {line})" if line is not None else ""
+        return f"{self.source}: column {column!r}, row {row + 1}{where}"
 
 
 def _is_missing(value: object) -> bool:

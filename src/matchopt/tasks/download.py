@@ -37,6 +37,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,17 +69,55 @@ Client = Callable[[str, Path], "str | os.PathLike"]
 
 #: Host of the mirror, and how long to wait for it before saying there is no network.
 HUB_HOST, CONNECT_TIMEOUT = "huggingface.co", 5.0
+#: Environment variable of huggingface_hub naming another hub (a mirror), e.g.
+#: ``https://hf-mirror.com``: the hub client downloads from it, so it is the host probed.
+ENDPOINT_ENV = "HF_ENDPOINT"
 
 
-def check_reachable(host: str = HUB_HOST, timeout: float = CONNECT_TIMEOUT) -> None:
-    """One TCP connection to ``host``:443 before any download, so that a machine without network
-    gets one short message in seconds instead of the hub client's retries.
+def hub_address() -> tuple[str, int, str]:
+    """Host, port and URL scheme the hub client connects to: ``$HF_ENDPOINT``, else
+    https://huggingface.co.
+
+    Raises:
+        MatchoptError: ``$HF_ENDPOINT`` is not an http(s) URL with a host.
+    """
+    endpoint = os.environ.get(ENDPOINT_ENV, "").strip()
+    if not endpoint:
+        return HUB_HOST, 443, "https"
+    bad = MatchoptError(f"${ENDPOINT_ENV} {endpoint!r}: expected a URL such as https://host")
+    try:
+        url = urllib.parse.urlsplit(endpoint)
+        host, port = url.hostname, url.port
+    except ValueError:  # e.g. a port that is not a number
+        raise bad from None
+    if url.scheme not in ("http", "https") or not host:
+        raise bad
+    return host, port or (443 if url.scheme == "https" else 80), url.scheme
+
+
+def check_reachable(host: str | None = None, timeout: float = CONNECT_TIMEOUT) -> None:
+    """One TCP connection to the hub (``host``:443, default: the host of ``$HF_ENDPOINT``, else
+    huggingface.co) before any download, so that a machine without network gets one short
+    message in seconds instead of the hub client's retries.
+
+    Behind a proxy (``$HTTPS_PROXY`` and the like, as the hub client reads them) the hub is
+    not reached directly, so nothing is probed: the download itself reports a failure.
 
     Raises:
         MatchoptError: the host cannot be reached.
     """
+    if host is None:
+        host, port, scheme = hub_address()
+    else:
+        port, scheme = 443, "https"
+    import urllib.request  # here: 50 ms, and only a fetch needs it
+
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if proxy and not urllib.request.proxy_bypass_environment(host, proxies):
+        return
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        socket.create_connection((host, port), timeout=timeout).close()
     except OSError as err:
         raise MatchoptError(
             f"cannot reach {host} ({err.strerror or type(err).__name__}): no network? The files "

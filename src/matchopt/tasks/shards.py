@@ -41,6 +41,10 @@ def load_shards(
 
     Returns:
         x (N x row shape) in the shards' common dtype and y (N,) (float).
+
+    Raises:
+        MatchoptError: a file that cannot be read (a pickle is refused unread), mismatched
+            shapes, x or y not real numbers, no rows, or a score that is not finite.
     """
     x_paths, y_paths = paths[0::2], paths[1::2]
     counts, x_dtypes, y_dtypes = [], [], []
@@ -54,6 +58,13 @@ def load_shards(
             raise MatchoptError(f"{px}: expected rows of shape {tuple(row_shape)}, got {x.shape}")
         if y.shape[1:] not in ((), (1,)):
             raise MatchoptError(f"{py}: expected y of shape (n, 1), got {y.shape}")
+        # Text, dates or complex numbers would fail (or silently lose a part) further on.
+        for path, array, allowed, what in ((px, x, "biuf", "x"), (py, y, "iuf", "y")):
+            if array.dtype.kind not in allowed:
+                raise MatchoptError(
+                    f"{path}: {what} has dtype {array.dtype}; expected real numbers "
+                    "(integer or float)"
+                )
         counts.append(len(x))
         x_dtypes.append(x.dtype)
         y_dtypes.append(y.dtype)
