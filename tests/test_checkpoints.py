@@ -20,15 +20,15 @@ from matchopt.tasks import load_task
 SETTINGS = {"epochs": 12, "validation_every": 2}
 
 
-def test_an_interrupted_fit_resumes_to_the_same_designs(tmp_path, monkeypatch):
-    data = load_task("potts").offline
-    reference = make_method("matchopt", "validated-quick", SETTINGS, seed=1).fit(data)
-    snapshot = tmp_path / "snapshot.pt"
+def fit_killed_midway(data, snapshot, monkeypatch) -> None:
+    """A validated-quick fit keeping snapshots in ``snapshot``, killed at its 8th trajectory
+    draw: in the middle of training, after the first validation (the selector holds parameters).
+    """
     real, calls = matchopt_module.sample_trajectories, []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 8:  # in the middle of training
+        if len(calls) == 8:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
@@ -36,8 +36,15 @@ def test_an_interrupted_fit_resumes_to_the_same_designs(tmp_path, monkeypatch):
     first = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
     with pytest.raises(KeyboardInterrupt):
         first.resume_from(snapshot, every=0).fit(data)
-    assert snapshot.is_file()
     monkeypatch.setattr(matchopt_module, "sample_trajectories", real)
+
+
+def test_an_interrupted_fit_resumes_to_the_same_designs(tmp_path, monkeypatch):
+    data = load_task("potts").offline
+    reference = make_method("matchopt", "validated-quick", SETTINGS, seed=1).fit(data)
+    snapshot = tmp_path / "snapshot.pt"
+    fit_killed_midway(data, snapshot, monkeypatch)
+    assert snapshot.is_file()
     resumed = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
     resumed.resume_from(snapshot, every=0).fit(data)
     np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
@@ -77,20 +84,7 @@ def test_a_snapshot_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch):
     data = load_task("potts").offline
     reference = make_method("matchopt", "validated-quick", SETTINGS, seed=1).fit(data)
     snapshot = tmp_path / "snapshot.pt"
-    real, calls = matchopt_module.sample_trajectories, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 8:  # after the first validation: the selector holds parameters
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(matchopt_module, "sample_trajectories", interrupted)
-    with pytest.raises(KeyboardInterrupt):
-        make_method("matchopt", "validated-quick", SETTINGS, seed=1).resume_from(
-            snapshot, every=0
-        ).fit(data)
-    monkeypatch.setattr(matchopt_module, "sample_trajectories", real)
+    fit_killed_midway(data, snapshot, monkeypatch)
     as_if_written_on_a_gpu(snapshot)
     resumed = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
     checkpoint = resumed.resume_from(snapshot, every=0).training_checkpoint

@@ -72,17 +72,14 @@ def assert_new_and_unique(proposals: pd.DataFrame, frame: pd.DataFrame, features
 # --- Input formats, end to end --------------------------------------------------------------------
 
 
+NUMERIC_PROPOSAL_COLUMNS = ["a", "b", "predicted_y", "predicted_y_std", "nearest_euclidean"]
+
+
 def test_numeric_table_proposals_in_range_ranked_new(tmp_path):
     frame = numeric_frame()
     opt = TableOptimizer(target="y", method="random", preset="quick", seed=0).fit(frame)
     proposals = opt.propose(20)
-    assert list(proposals.columns) == [
-        "a",
-        "b",
-        "predicted_y",
-        "predicted_y_std",
-        "nearest_euclidean",
-    ]
+    assert list(proposals.columns) == NUMERIC_PROPOSAL_COLUMNS
     assert len(proposals) == 20
     assert proposals["a"].between(frame["a"].min(), frame["a"].max()).all()
     assert proposals["b"].dtype == np.int64  # every observed b is a whole number
@@ -744,13 +741,7 @@ def test_a_min_distance_no_candidate_reaches_is_an_error_and_writes_nothing(caps
     with pytest.warns(ProposalWarning, match="no new designs: none of the .* min_distance 100"):
         proposals = opt.propose(8)
     assert len(proposals) == 0
-    assert list(proposals.columns) == [
-        "a",
-        "b",
-        "predicted_y",
-        "predicted_y_std",
-        "nearest_euclidean",
-    ]
+    assert list(proposals.columns) == NUMERIC_PROPOSAL_COLUMNS
     path = tmp_path / "data.csv"
     frame.to_csv(path, index=False)
     model = tmp_path / "m.pt"
