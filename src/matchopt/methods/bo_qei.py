@@ -177,9 +177,10 @@ class BoQei(EnsembleSurrogateMethod):
     def fit_report(self) -> dict[str, Any]:
         """After :meth:`propose`: the BO rounds run and why the run stopped early, if it did
         (a run cut short by a failed Cholesky decomposition shows in its record)."""
-        if not hasattr(self, "bo_rounds_"):
-            return {}
-        return {"bo_rounds": self.bo_rounds_, "bo_stopped": self.bo_stopped_}
+        report = super().fit_report()  # the shared ensemble's provenance
+        if hasattr(self, "bo_rounds_"):
+            report.update(bo_rounds=self.bo_rounds_, bo_stopped=self.bo_stopped_)
+        return report
 
     def proposal_cap(self, n_rows: int) -> int | None:
         """Every point of the BO run: its starting rows plus ``rounds * q``."""
