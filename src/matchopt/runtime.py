@@ -7,8 +7,12 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from matchopt.errors import MatchoptError
+
+if TYPE_CHECKING:
+    import torch
 
 
 def keep_freed_memory() -> bool:
@@ -151,7 +155,7 @@ def resolve_device(name: str | None = None, option: str = "--device"):
 
 
 @contextmanager
-def seeded_torch_rng(seed: int, device=None) -> Iterator[None]:
+def seeded_torch_rng(seed: int, device: torch.device | str | None = None) -> Iterator[None]:
     """Seed torch's global generator of the CPU (and of ``device``, a GPU) with ``seed`` inside
     the block, and give the caller back the states it had afterwards.
 
@@ -177,7 +181,7 @@ def seeded_torch_rng(seed: int, device=None) -> Iterator[None]:
                 torch.mps.set_rng_state(mps_state)
 
 
-def cuda_indices(device) -> list[int]:
+def cuda_indices(device: torch.device | str) -> list[int]:
     """The CUDA device index ``device`` means ("cuda" alone: the current one), as a list; empty
     for other devices. Whose random generator a block on ``device`` draws from."""
     import torch

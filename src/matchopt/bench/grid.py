@@ -63,8 +63,8 @@ class Grid:
     #: Torch device of every cell (None: ``$MATCHOPT_DEVICE`` or the CPU).
     device: str | None = None
 
-    def method_overrides(self, task: str | None = None) -> dict[str, dict[str, str]]:
-        """Per-method overrides on ``task`` (None: the keys without a task scope only).
+    def method_overrides(self, task: str) -> dict[str, dict[str, str]]:
+        """Per-method overrides on ``task``.
 
         Keys: ``key`` (every method of the grid, each must have the field), ``method.key`` (one
         method), and either one behind ``task:`` (that task only: e.g. the paper's 50 epochs on
@@ -82,9 +82,7 @@ class Grid:
                 raise ConfigError(key, value, f"task {scope!r} is not in the grid")
             scoped.append((scope, rest, value))
         for scope, key, value in scoped:
-            if task is None:
-                self._apply({m: {} for m in self.methods}, key, value)  # checked, not applied
-            elif scope == task:
+            if scope == task:
                 self._apply(per_method, key, value, replace=True)
         return per_method
 
