@@ -139,6 +139,26 @@ class Method(ABC):
         """
         return {}
 
+    def _search_rng(self) -> np.random.Generator:
+        """The generator of ``propose``'s draws: stream ``[seed, 1]``, apart from ``fit``'s, so
+        that proposing never shifts what a refit draws (and the reverse)."""
+        return np.random.default_rng([self.seed, 1])
+
+    def _search_starts(
+        self, n: int, how: str, rng: np.random.Generator | None = None
+    ) -> np.ndarray:
+        """``n`` starting points (n x d normalized features) of a search from the offline rows:
+        :func:`~matchopt.search.starting_points` with ``how`` (topk, random, gaussian).
+
+        ``rng`` defaults to a fresh :meth:`_search_rng`; pass one to keep drawing from it after
+        the starts (CMA-ES seeds its runs that way). Needs ``encoder_`` and ``data_``.
+        """
+        from matchopt.search import starting_points
+
+        features = self.encoder_.encode_x(self.data_.x)
+        rng = self._search_rng() if rng is None else rng
+        return starting_points(features, self.data_.y, n, how, rng)
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "data_"):
             raise MatchoptError(f"{type(self).__name__} must be fitted before propose()")

@@ -56,7 +56,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method, by_design_type
 from matchopt.models.ntk import ntk_regression_coefficients, relu_ntk, relu_ntk_diag
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points
+from matchopt.search import START_CHOICES, gradient_ascent
 
 
 @dataclass(frozen=True)
@@ -246,9 +246,7 @@ class BDI(Method):
         """``n`` designs: Adam on the bidirectional loss from ``config.init`` starts."""
         self._check_fitted()
         config = self.config_
-        features = self.encoder_.encode_x(self.data_.x)
-        rng = np.random.default_rng([self.seed, 1])
-        starts = torch.from_numpy(starting_points(features, self.data_.y, n, config.init, rng))
+        starts = torch.from_numpy(self._search_starts(n, config.init))
         starts = starts.to(self.kernel_x_.device)
         bar = tqdm(
             total=config.search_steps,

@@ -211,7 +211,7 @@ class BoQei(EnsembleSurrogateMethod):
         train_x = torch.from_numpy(features[top]).double()
         train_y = torch.from_numpy(scores[top]).double()
         bounds = torch.from_numpy(np.stack([features.min(0), features.max(0)])).double()
-        rng = np.random.default_rng([self.seed, 1])
+        rng = self._search_rng()
         generator = torch.Generator().manual_seed(int(rng.integers(2**31)))
         model, rounds, stopped = None, 0, None
         with seeded_torch_rng(int(rng.integers(2**31))), warnings.catch_warnings():

@@ -535,7 +535,7 @@ class BONET(Method):
         device = next(self.model_.parameters()).device  # where fit left it (set_params may move)
         new_steps = config.trajectory_length - config.prompt_length
         n_rollouts = math.ceil(n / new_steps)
-        rng = np.random.default_rng([self.seed, 1])
+        rng = self._search_rng()
         rows = sample_trajectories(self.bins_, self.quotas_, self.regrets_, n_rollouts, rng)
         prompt = rows[:, : config.prompt_length]
         prompt_rtgs = returns_to_go(self.regrets_[prompt]) + config.target_rtg

@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from matchopt.errors import MatchoptError
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.models import EnsembleConfig
-from matchopt.search import START_CHOICES, starting_points
+from matchopt.search import START_CHOICES
 
 
 @dataclass(frozen=True)
@@ -178,9 +178,8 @@ class CmaEs(EnsembleSurrogateMethod):
         """``n`` designs: the best point of one CMA-ES run per starting design."""
         self._check_fitted()
         config = self.config_
-        features = self.encoder_.encode_x(self.data_.x)
-        rng = np.random.default_rng([self.seed, 1])
-        starts = starting_points(features, self.data_.y, n, config.init, rng)
+        rng = self._search_rng()
+        starts = self._search_starts(n, config.init, rng)
         seeds = rng.integers(1, 2**31 - 1, size=n)
         best = cma_maximize(
             self._predict_features,

@@ -48,7 +48,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
 from matchopt.models import adam, mlp_layers
 from matchopt.runtime import seeded_torch_rng
-from matchopt.search import gradient_ascent, starting_points
+from matchopt.search import gradient_ascent
 
 
 @dataclass(frozen=True)
@@ -245,9 +245,7 @@ class Coms(Method):
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: ``search_steps`` ascent steps from the ``n`` best offline designs."""
         self._check_fitted()
-        features = self.encoder_.encode_x(self.data_.x)
-        rng = np.random.default_rng([self.seed, 1])  # unused by top-k starts
-        starts = starting_points(features, self.data_.y, n, "topk", rng)
+        starts = self._search_starts(n, "topk")
         device = next(self.model_.parameters()).device
         final = ascend(
             self.model_,

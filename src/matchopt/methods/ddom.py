@@ -345,7 +345,7 @@ class Ddom(Method):
         self._check_fitted()
         config = self.config_
         y_max = float(self.encoder_.encode_y(self.data_.y).max())
-        rng = np.random.default_rng([self.seed, 1])
+        rng = self._search_rng()
         features = (
             sample(
                 self.net_,

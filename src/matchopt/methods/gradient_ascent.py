@@ -33,7 +33,7 @@ import torch
 
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.models import EnsembleConfig, GaussianEnsemble
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points
+from matchopt.search import START_CHOICES, gradient_ascent
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,8 @@ class GradientAscent(EnsembleSurrogateMethod):
         """``n`` designs: plain gradient ascent on the aggregated score from ``config.init``."""
         self._check_fitted()
         config = self.config_
-        features = self.encoder_.encode_x(self.data_.x)
-        rng = np.random.default_rng([self.seed, 1])
-        starts = starting_points(features, self.data_.y, n, config.init, rng)
-        step = config.search_lr * float(np.sqrt(features.shape[1]))
+        starts = self._search_starts(n, config.init)
+        step = config.search_lr * float(np.sqrt(starts.shape[1]))
         final = gradient_ascent(
             self._score, self._to_model_device(starts), config.search_steps, step, optimizer="sgd"
         )

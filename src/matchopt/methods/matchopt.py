@@ -50,7 +50,7 @@ from matchopt.methods.base import MIN_ROWS, Method, by_design_type
 from matchopt.models.mlp import MLP
 from matchopt.models.optim import adam
 from matchopt.runtime import seeded_torch_rng
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points
+from matchopt.search import START_CHOICES, gradient_ascent
 from matchopt.validation import (
     SELECTIONS,
     SPLITS,
@@ -552,9 +552,7 @@ class MatchOpt(Method):
         """``n`` designs: gradient ascent on the surrogate from ``config.init`` starts."""
         self._check_fitted()
         config = self.config_
-        features = self.encoder_.encode_x(self.data_.x)
-        rng = np.random.default_rng([self.seed, 1])
-        starts = starting_points(features, self.data_.y, n, config.init, rng)
+        starts = self._search_starts(n, config.init)
         final = gradient_ascent(
             self.model_,
             torch.from_numpy(starts).to(self._model_device()),

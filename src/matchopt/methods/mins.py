@@ -349,7 +349,7 @@ class Mins(Method):
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` samples G(z, y_max) with y_max the best offline score, in the data's format."""
         self._check_fitted()
-        rng = np.random.default_rng([self.seed, 1])
+        rng = self._search_rng()
         device = next(self.generator_.parameters()).device
         z = torch.from_numpy(rng.standard_normal((n, self.config_.latent_size), np.float32))
         y_max = torch.full((n,), float(self.encoder_.encode_y(self.data_.y).max()))

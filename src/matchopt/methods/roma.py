@@ -53,7 +53,6 @@ from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
 from matchopt.models import GaussianMLP
 from matchopt.runtime import seeded_torch_rng
-from matchopt.search import starting_points
 
 
 @dataclass(frozen=True)
@@ -265,11 +264,9 @@ class Roma(Method):
         """``n`` designs: RoMA's adaptive search from the ``n`` best offline designs."""
         self._check_fitted()
         config = self.config_
-        features = self.encoder_.encode_x(self.data_.x)
-        rng = np.random.default_rng([self.seed, 1])  # unused by top-k starts
         model = self.model_
         device = next(model.parameters()).device
-        x_init = torch.from_numpy(starting_points(features, self.data_.y, n, "topk", rng))
+        x_init = torch.from_numpy(self._search_starts(n, "topk"))
         x_init = x_init.to(device)
         # Same rows as the top-k starts: targets of the first adaptation.
         targets = torch.from_numpy(self.encoder_.encode_y(self.data_.y[self.data_.top_k(n)]))

@@ -23,7 +23,7 @@ from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
 from matchopt.models import MLP
 from matchopt.runtime import seeded_torch_rng
-from matchopt.search import START_CHOICES, gradient_ascent, starting_points
+from matchopt.search import START_CHOICES, gradient_ascent
 
 
 @dataclass(frozen=True)
@@ -75,10 +75,7 @@ class Untrained(Method):
         self._check_fitted()
         config = self.config_
         lr = by_design_type(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001)
-        features = self.encoder_.encode_x(self.data_.x)
-        rng = np.random.default_rng([self.seed, 1])
-        starts = starting_points(features, self.data_.y, n, config.init, rng)
         device = next(self.model_.parameters()).device
-        starts = torch.from_numpy(starts).to(device)
+        starts = torch.from_numpy(self._search_starts(n, config.init)).to(device)
         final = gradient_ascent(self.model_, starts, config.search_steps, lr)
         return self.encoder_.decode_x(final.cpu().numpy())
