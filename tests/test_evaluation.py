@@ -1,4 +1,5 @@
 import os
+import stat
 
 import numpy as np
 
@@ -55,6 +56,28 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
         pass
     assert target.read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left
+
+
+def test_atomic_write_syncs_the_bytes_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    import matchopt.io as io_module
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        info = os.fstat(fd)
+        events.append(("fsync", "folder" if stat.S_ISDIR(info.st_mode) else info.st_size))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append(("replace", os.path.basename(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(io_module.os, "fsync", fsync)
+    monkeypatch.setattr(io_module.os, "replace", replace)
+    atomic_write_bytes(tmp_path / "out.json", b"12345")
+    # The file's five bytes, then the rename, then the folder (so the rename survives a crash).
+    assert events == [("fsync", 5), ("replace", "out.json"), ("fsync", "folder")]
 
 
 def test_atomic_write_keeps_the_mode_of_a_replaced_file(tmp_path):

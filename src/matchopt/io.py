@@ -33,8 +33,10 @@ def check_output_folder(path: str | os.PathLike, what: str = "output folder") ->
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename: never a partial file.
 
-    The folder is created if needed. A file that is replaced keeps its permission bits; a new
-    one gets the usual permissions (0666 minus the umask).
+    The bytes reach the disk (fsync) before the rename, and the rename before returning, so
+    that a crash or power loss right after leaves the old file or the new one, never an empty
+    one. The folder is created if needed. A file that is replaced keeps its permission bits; a
+    new one gets the usual permissions (0666 minus the umask).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,11 +50,28 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.chmod(tmp, mode)  # mkstemp makes owner-only files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_folder(path.parent)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX; folders cannot be opened on Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on folders; the rename stands anyway
+        pass
+    finally:
+        os.close(fd)
 
 
 class FileLocked(MatchoptError):
