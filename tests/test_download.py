@@ -200,6 +200,18 @@ def test_files_without_a_known_digest_are_checked_against_the_recorded_one(tmp_p
         fetch_task_data([Other], tmp_path, progress=False, client=hub)
 
 
+def test_data_status_verifies_files_against_the_digest_recorded_at_download(tmp_path):
+    # superconductor has no built-in digests: only the one fetch recorded can catch bit rot.
+    names = task_files("superconductor")
+    hub = FakeHub(files={name: f"shard {name}".encode() for name in names})
+    fetch_task_data(["superconductor"], tmp_path, progress=False, client=hub)
+    assert "present (10/10)" in data_status_table(tmp_path, verify=True, tasks=["superconductor"])
+    (tmp_path / names[3]).write_bytes(b"bit rot")
+    assert "present (10/10)" in data_status_table(tmp_path, tasks=["superconductor"])  # unread
+    verified = data_status_table(tmp_path, verify=True, tasks=["superconductor"])
+    assert "partial (9/10), 1 corrupt" in verified
+
+
 def test_missing_huggingface_hub_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import now raises ImportError
     with pytest.raises(MatchoptError, match="pip install huggingface_hub"):

@@ -223,7 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_status = data_sub.add_parser("status", help="which tasks' files are present")
     p_status.add_argument("--data-dir", default=None)
     p_status.add_argument(
-        "--verify", action="store_true", help="check the sha256 of files with a known digest"
+        "--verify",
+        action="store_true",
+        help="check the sha256 of files with a known digest (built in, or recorded by data fetch)",
     )
 
     add_table_parsers(sub)

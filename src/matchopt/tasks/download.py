@@ -422,16 +422,19 @@ def task_data_counts(
     """(good, corrupt, total) files of a task in the data folder.
 
     ``good`` counts present files (and, with ``verify``, whose known sha256 matches); ``corrupt``
-    counts present files whose known sha256 does not match (only with ``verify``).
+    counts present files whose known sha256 does not match (only with ``verify``). Known: built
+    in (:data:`SHA256`), else recorded when ``matchopt data fetch`` downloaded the file
+    (:data:`MANIFEST`); files placed by hand with neither are counted good unread.
     """
     folder = resolve_data_dir(data_dir)
     names = task_files(task)
+    recorded = read_manifest(folder) if verify else {}
     good = corrupt = 0
     for name in names:
         path = folder / name
         if not path.is_file():
             continue
-        expected = SHA256.get(name) if verify else None
+        expected = SHA256.get(name) or recorded.get(name, {}).get("sha256") if verify else None
         if expected is not None and sha256_of(path) != expected:
             corrupt += 1
         else:
@@ -452,7 +455,8 @@ def data_status_table(
 
     Args:
         data_dir: data folder; default ``$MATCHOPT_DATA_DIR``, else the user cache folder.
-        verify: hash present files that have a known sha256 (reads every such file).
+        verify: hash present files that have a known sha256, built in or recorded at download
+            (reads every such file).
         tasks: task names; default every registered task.
     """
     folder = resolve_data_dir(data_dir)
