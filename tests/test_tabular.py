@@ -215,6 +215,31 @@ def test_parquet_output_round_trips(tmp_path, capsys):
     assert f"5 proposals -> {out}" in stdout
 
 
+def test_true_false_columns_come_back_as_true_false(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    frame = numeric_frame()
+    frame["coated"] = frame["a"] > frame["a"].median()
+    frame.to_parquet(tmp_path / "d.parquet", index=False)
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    for name in ("d.parquet", "d.csv"):
+        out = tmp_path / f"p-{name}"
+        code, stdout, stderr = run_cli(
+            capsys, "optimize", tmp_path / name, "--target", "y", "--method", "random",
+            "--preset", "quick", "--n", "8", "--out", out,
+        )  # fmt: skip
+        assert code == 0 and "categorical column(s): coated (2)" in stdout + stderr
+        back = pd.read_parquet(out) if name.endswith("parquet") else pd.read_csv(out)
+        assert back["coated"].dtype == bool and back["coated"].nunique() == 2
+    frame["coated"] = frame["coated"].map({True: "TRUE", False: "FALSE"})  # a spreadsheet's
+    frame.to_csv(tmp_path / "sheet.csv", index=False)
+    proposals = TableOptimizer(target="y", method="random", preset="quick").fit(
+        tmp_path / "sheet.csv"
+    )
+    assert set(proposals.propose(8)["coated"]) == {"TRUE", "FALSE"}
+    with pytest.raises(MatchoptError, match="'coated' is not a numeric feature"):
+        TableOptimizer(target="y", bounds={"coated": (0, 1)}).fit(frame)
+
+
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_every_method_runs_on_a_table_and_reloads_identically(name):
     frame = mixed_frame(n=40)

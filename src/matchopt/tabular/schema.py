@@ -288,6 +288,11 @@ class TableSchema:
         categorical = list(categorical)
         bounds = dict(bounds or {})
         features = _feature_names(columns, target, features, categorical, sequence, source)
+        if sequence is None:
+            # True/False columns are two categories: proposals come back as True/False, not 0/1.
+            categorical += [
+                n for n in features if n not in categorical and _is_true_false(frame[n])
+            ]
         for name in categorical:
             if name not in features:
                 raise MatchoptError(f"{source}: categorical column {name!r} is not a feature")
@@ -651,6 +656,16 @@ def sequence_tokens(
 
 
 # --- Helpers --------------------------------------------------------------------------------------
+
+
+def _is_true_false(series: pd.Series) -> bool:
+    """A bool column (Parquet), or text cells all reading true or false (CSV, any case)."""
+    if pd.api.types.is_bool_dtype(series):
+        return True
+    if not (pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series)):
+        return False
+    words = {v.strip().lower() if isinstance(v, str) else None for v in series}
+    return bool(words) and words <= {"true", "false"}
 
 
 def _feature_names(
