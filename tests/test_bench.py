@@ -117,6 +117,22 @@ def test_unknown_names_and_backend(tmp_path):
         run_grid(Grid(["potts"], ["nope"], [0]), tmp_path, progress=False)
     with pytest.raises(MatchoptError, match="unknown backend"):
         run_grid(Grid(["potts"], ["random"], [0]), tmp_path, backend="slurm", progress=False)
+    for grid, words in [
+        (Grid(["potts", "potts"], ["random"], [0]), "task 'potts' twice"),
+        (Grid(["potts"], ["random", "ga", "random"], [0]), "method 'random' twice"),
+        (Grid(["potts"], ["random"], [0, 1, 0]), "seed 0 twice"),
+    ]:
+        with pytest.raises(MatchoptError, match=f"the grid lists {words}"):
+            run_grid(grid, tmp_path, progress=False)
+    assert not list(tmp_path.rglob("*.json"))  # refused before any cell ran
+
+
+def test_the_command_line_refuses_a_name_given_twice(tmp_path, capsys):
+    from matchopt.cli import main
+
+    argv = ["bench", "--tasks", "potts, styblinski-tang,potts", "--methods", "random"]
+    assert main([*argv, "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert "--tasks lists 'potts' twice" in capsys.readouterr().err
 
 
 def test_rerun_skips_finished_cells_and_rejects_other_configs(tmp_path):
@@ -264,6 +280,43 @@ def test_ray_backend_gives_the_same_records(tmp_path):
     assert record.extra["environment"]["torch_threads"] == max(1, (os.cpu_count() or 1) // 2)
 
 
+def test_an_unreachable_ray_cluster_is_one_line(tmp_path, monkeypatch, capsys):
+    ray = pytest.importorskip("ray")
+    from matchopt.cli import main
+
+    def unreachable(*args, **kwargs):  # what ray.init raises when no cluster answers
+        raise ConnectionError("ray client connection timeout\nmore lines of detail")
+
+    monkeypatch.setattr(ray, "init", unreachable)
+    code = main(
+        ["bench", "--tasks", "potts", "--methods", "random", "--seeds", "0", "--out",
+         str(tmp_path), "--backend", "ray", "--ray-address", "ray://127.0.0.1:1"]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert "could not start or reach the Ray cluster at ray://127.0.0.1:1: ray client" in err
+    assert "more lines" not in err  # the first line of ray's message only
+
+
+def test_run_into_a_bench_folder_takes_its_lock_and_keeps_other_configs(tmp_path, capsys):
+    from matchopt.bench.grid import LOCK_FILE
+    from matchopt.cli import main
+    from matchopt.io import file_lock
+
+    run = ["run", "--task", "potts", "--method", "random", "--preset", "quick", "--seeds", "0"]
+    with file_lock(tmp_path / LOCK_FILE, wait=False):  # as a running bench holds it
+        assert main([*run, "--out", str(tmp_path)]) == 2
+    assert f"a bench or run (pid {os.getpid()}) is writing into" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("seed*.json"))
+    assert main([*run, "--out", str(tmp_path)]) == 0
+    record = tmp_path / "potts" / "random" / "seed0.json"
+    before = record.read_bytes()
+    # Another preset into the same folder: refused before any work, the record kept.
+    assert main([*run[:-4], "--preset", "paper", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert "made with another preset or config" in capsys.readouterr().err
+    assert record.read_bytes() == before
+
+
 def test_a_second_bench_on_the_same_folder_stops_at_once(tmp_path):
     from matchopt.bench.grid import LOCK_FILE
     from matchopt.io import file_lock
@@ -321,10 +374,78 @@ def test_workers_die_with_a_killed_driver(tmp_path):
     assert len(workers) >= 2, "the grid's pool did not start"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    deadline = time.monotonic() + 15
+    # Workers notice within a second once running; one still importing torch on a loaded
+    # machine (this suite beside other jobs) notices when the import ends: a loose deadline.
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline and any(_alive(p) for p in workers):
         time.sleep(0.2)
     survivors = [p for p in workers if _alive(p)]
     for pid in survivors:  # leave nothing running, then fail
         os.kill(pid, signal.SIGKILL)
     assert not survivors, "a worker outlived its driver"
+
+
+def _shared_ensemble_jobs(out: Path):
+    """One job of two cells sharing a quick ensemble (potts seed 0)."""
+    from matchopt.bench.grid import plan_jobs
+
+    grid = Grid(tasks=["potts"], methods=["ens-mean", "ens-min"], seeds=[0], preset="quick")
+    jobs = plan_jobs(grid.cells(), out)
+    assert len(jobs) == 1 and len(jobs[0].cells) == 2 and jobs[0].ensemble_folder
+    return jobs
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_each_cell_of_a_shared_ensemble_job_is_collected_when_it_ends(tmp_path, workers):
+    # A finished cell's record must not wait for the job's other cells: a kill meanwhile
+    # would lose it. Its record is on disk before the next cell of the job has ended.
+    from matchopt.bench.backends import run_local
+    from matchopt.bench.grid import store_outcome
+
+    jobs = _shared_ensemble_jobs(tmp_path)
+    seen = []
+
+    def collect(outcome):
+        assert outcome.ok, outcome.error
+        store_outcome(outcome, tmp_path)
+        seen.append(
+            (outcome.cell.method, sorted(p.parent.name for p in tmp_path.rglob("seed0.json")))
+        )
+        assert Path(jobs[0].ensemble_folder).is_dir()  # kept for the job's later cells
+
+    run_local(jobs, None, workers, 1, collect, str(tmp_path))
+    assert seen == [("ens-mean", ["ens-mean"]), ("ens-min", ["ens-mean", "ens-min"])]
+    assert not Path(jobs[0].ensemble_folder).exists()  # every cell done: released
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
+def test_an_interrupted_pool_stops_its_running_cells(tmp_path):
+    # The driver stops listening (Ctrl-C): a cell still running in a worker must stop too,
+    # not run on to the end with nobody to write its record.
+    from matchopt.bench.backends import run_local
+    from matchopt.bench.cells import Job
+
+    slow = Cell("potts", "matchopt", 0, "paper")  # about a minute here
+    fast = Cell("potts", "random", 0, "quick")
+    workers: set[int] = set()
+
+    def collect(outcome):
+        workers.update(
+            p
+            for p in _children(os.getpid())
+            if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()
+        )
+        raise KeyboardInterrupt
+
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_local([Job((slow,)), Job((fast,))], None, 2, 1, collect, str(tmp_path))
+    assert workers, "the pool's workers were not found"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.1)
+    survivors = [p for p in workers if _alive(p)]
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert not survivors, "a worker went on after the interrupt"
+    assert time.monotonic() - start < 60  # returned without waiting for the slow cell

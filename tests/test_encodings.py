@@ -45,3 +45,15 @@ def test_design_encoder_round_trips_both_kinds():
     enc = DesignEncoder(DesignSpace.continuous(5)).fit(x, y)
     np.testing.assert_allclose(enc.decode_x(enc.encode_x(x)), x, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(enc.decode_y(enc.encode_y(y)), y, rtol=1e-5, atol=1e-5)
+
+
+def test_tokens_outside_the_vocabulary_are_named():
+    from matchopt.encodings import tokens_to_logits
+    from matchopt.errors import MatchoptError
+
+    with pytest.raises(MatchoptError, match=r"token -1 at \(1, 2\) is outside 0..3"):
+        tokens_to_logits(np.array([[0, 1, 2], [3, 0, -1]]), 4)
+    with pytest.raises(MatchoptError, match="token 4 at"):
+        tokens_to_logits(np.array([[4]]), 4)
+    with pytest.raises(MatchoptError, match="tokens must be integers"):
+        tokens_to_logits(np.array([[0.0]]), 4)

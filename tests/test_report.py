@@ -315,6 +315,7 @@ def test_duplicate_records_in_two_subfolders(results, tmp_path):
     [
         ({"preset": "paper"}, "presets 'quick' and 'paper'"),
         ({"config": {"epochs": 3}}, "configs that differ in epochs"),
+        ({"scores": [0.5] * 64, "n_designs": 64}, "128 and 64 designs"),
     ],
 )
 def test_records_of_another_configuration_are_not_pooled(results, change, message):
@@ -430,6 +431,7 @@ def _edit_record(path, **changes):
         ({"fit_seconds": -3.0}, "fit_seconds -3.0 is negative"),
         ({"search_seconds": None}, "search_seconds None is not a number"),
         ({"n_designs": "128"}, "n_designs '128' is not a count"),
+        ({"scores": [0.5] * 64}, "64 scores for n_designs 128"),  # a cut file
     ],
 )
 def test_a_record_with_a_malformed_field_is_refused_naming_file_and_field(

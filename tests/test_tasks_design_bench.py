@@ -215,6 +215,25 @@ def test_superconductor_loads_scores_and_normalizes(sc_dir):
         task.score(np.zeros((2, 85)))
 
 
+def test_superconductor_scores_a_design_far_outside_the_data(sc_dir):
+    # Normalized by a small std, 1e37 overflows float32, which sklearn casts to: clipped first.
+    root, x, _ = sc_dir
+    task = load_task("superconductor", root)
+    far = x[:2].copy()
+    far[:, 0] = [3e38, -3e38]
+    assert np.isfinite(task.score(far)).all()
+
+
+def test_token_shards_that_are_not_integers_are_named(tmp_path):
+    from task_fixtures import write_sequences
+
+    write_sequences(tmp_path, TFBind10, 400)
+    shard = tmp_path / TFBind10.folder / f"{TFBind10.prefix}-x-3.npy"
+    np.save(shard, np.load(shard).astype(np.float32))
+    with pytest.raises(MatchoptError, match="x-3.npy: x has dtype float32; expected integer"):
+        load_task("tfbind10", tmp_path)
+
+
 def test_superconductor_same_seed_same_oracle(sc_dir):
     root, x, _ = sc_dir
     first, second = load_task("superconductor", root), load_task("superconductor", root)

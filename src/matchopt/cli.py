@@ -27,12 +27,12 @@ from pathlib import Path
 from matchopt._version import __version__
 from matchopt.bench import Grid, run_grid
 from matchopt.bench.cells import Cell, run_cell
-from matchopt.bench.grid import BACKENDS
+from matchopt.bench.grid import BACKENDS, LOCK_FILE, finished_record
 from matchopt.errors import ConfigError, MatchoptError
-from matchopt.io import check_output_folder
+from matchopt.io import FileLocked, check_output_folder, file_lock
 from matchopt.methods import METHODS, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
-from matchopt.records import summary_table, write_record
+from matchopt.records import RunRecord, summary_table, write_record
 from matchopt.report import FORMATS, write_report
 from matchopt.runtime import (
     DEVICE_ENV,
@@ -42,7 +42,7 @@ from matchopt.runtime import (
     resolve_device,
     set_threads,
 )
-from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, load_task, resolve_data_dir
+from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, Task, load_task, resolve_data_dir
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
 from matchopt.validation import SPLITS
 
@@ -243,41 +243,50 @@ def cmd_run(args: argparse.Namespace) -> int:
     entry = get_method_entry(args.method)
     build_config(entry, args.preset, overrides)  # validate options before loading data
     resolve_device(args.device)
-    check_output_folder(args.out, "--out")
+    out = check_output_folder(args.out, "--out")
+    cells = [
+        Cell(
+            args.task, args.method, seed, args.preset, tuple(sorted(overrides.items())), args.device
+        )
+        for seed in seeds
+    ]
+    for cell in cells:  # a record of another configuration stays: the folder would mix two
+        finished_record(cell, out)
     if args.download:
         ensure_task_data(args.task, args.data_dir, download=True)
     task = load_task(args.task, args.data_dir)
     keep_freed_memory()
-    out = Path(args.out)
-    records = []
-    for seed in seeds:
-        print(f"[{task.name} / {args.method} / seed {seed} / {args.preset}]", file=sys.stderr)
-        cell = Cell(
-            args.task,
-            args.method,
-            seed,
-            args.preset,
-            tuple(sorted(overrides.items())),
-            args.device,
-        )
-        # A one-cell grid, in this process.
-        record, designs = run_cell(
-            cell, task, progress=True, threads=args.threads, snapshot=cell.snapshot_path(out)
-        )
-        path = write_record(out, record, designs)
-        records.append(record)
-        if args.json:
-            print(record.to_json(), flush=True)
-        else:
-            print(
-                f"  p100 {record.p100:.3f}  p50 {record.p50:.3f}  offline best "
-                f"{record.offline_best:.3f}  fit {record.fit_seconds:.1f}s  "
-                f"search {record.search_seconds:.1f}s  -> {path}",
-                file=sys.stderr,
-            )
+    try:
+        # The bench's lock: a bench (or another run) on this folder shares snapshot files.
+        with file_lock(out / LOCK_FILE, wait=False):
+            records = [_run_one(cell, task, out, args) for cell in cells]
+    except FileLocked as err:
+        raise MatchoptError(
+            f"a bench or run ({err.holder}) is writing into {out}; wait for it to finish or "
+            "use another --out folder"
+        ) from None
     if not args.json:
         print(summary_table(records))
     return 0
+
+
+def _run_one(cell: Cell, task: Task, out: Path, args: argparse.Namespace) -> RunRecord:
+    """One seed of ``matchopt run``: a one-cell grid in this process; its record is written."""
+    print(f"[{task.name} / {cell.method} / seed {cell.seed} / {cell.preset}]", file=sys.stderr)
+    record, designs = run_cell(
+        cell, task, progress=True, threads=args.threads, snapshot=cell.snapshot_path(out)
+    )
+    path = write_record(out, record, designs)
+    if args.json:
+        print(record.to_json(), flush=True)
+    else:
+        print(
+            f"  p100 {record.p100:.3f}  p50 {record.p50:.3f}  offline best "
+            f"{record.offline_best:.3f}  fit {record.fit_seconds:.1f}s  "
+            f"search {record.search_seconds:.1f}s  -> {path}",
+            file=sys.stderr,
+        )
+    return record
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -407,6 +416,9 @@ def _names(text: str, option: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise MatchoptError(f"{option} needs at least one name")
+    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if repeated is not None:  # a grid would run the same cells twice over
+        raise MatchoptError(f"{option} lists {repeated!r} twice")
     return names
 
 

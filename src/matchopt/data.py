@@ -74,10 +74,20 @@ class DesignSpace:
                     f"{what}: token {designs[row, col]} at row {row}, position {col} is outside "
                     f"0..{self.vocab_size - 1}"
                 )
-        elif not np.isfinite(designs).all():
-            row = int(np.argwhere(~np.isfinite(designs))[0][0])
-            raise MatchoptError(f"{what}: row {row} has a NaN or infinite value")
-        return designs.astype(self.dtype, copy=False)
+            return designs.astype(self.dtype, copy=False)
+        if designs.dtype.kind not in "biuf":
+            raise MatchoptError(f"{what} must be real numbers, got dtype {designs.dtype}")
+        # Checked after the cast: a float64 beyond float32's range would become inf there.
+        with np.errstate(over="ignore"):
+            cast = designs.astype(self.dtype, copy=False)
+        finite = np.isfinite(cast)
+        if not finite.all():
+            row, col = np.argwhere(~finite)[0]
+            raise MatchoptError(
+                f"{what}: row {row}, column {col} is {float(designs[row, col])}: NaN, infinite or "
+                f"beyond float32's range"
+            )
+        return cast
 
 
 @dataclass(frozen=True)
@@ -98,8 +108,14 @@ class OfflineData:
             raise MatchoptError(f"x has {len(x)} rows but y has {len(y)}")
         if not np.isfinite(y).all():
             raise MatchoptError(f"y row {int(np.argwhere(~np.isfinite(y))[0][0])} is NaN or inf")
-        object.__setattr__(self, "x", x)
-        object.__setattr__(self, "y", y)
+        # Owned, read-only arrays: one task's data serves every cell of a bench worker, so a
+        # method writing into it would change what the next cells see; now it raises instead.
+        # The caller's arrays are copied, never frozen.
+        for name, array in (("x", x), ("y", y)):
+            if np.shares_memory(array, getattr(self, name)) or not array.flags.owndata:
+                array = array.copy()
+            array.setflags(write=False)
+            object.__setattr__(self, name, array)
 
     def __len__(self) -> int:
         return len(self.y)

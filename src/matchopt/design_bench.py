@@ -154,7 +154,7 @@ class DesignBenchTask:
             x = self._to_logits(x)
         if self.is_normalized_x:
             x = self.normalize_x(x)
-        return x
+        return x.copy() if x is self._x else x  # a caller editing it must not edit the task
 
     @property
     def y(self) -> np.ndarray:

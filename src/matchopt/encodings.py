@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from matchopt.data import DesignSpace
+from matchopt.errors import MatchoptError
 
 SOFT_INTERPOLATION = 0.6
 
@@ -25,6 +26,12 @@ def tokens_to_logits(
 ) -> np.ndarray:
     """Tokens (n x L ints) -> logits (n x L x (K-1) floats), design-bench's ``to_logits``."""
     tokens = np.asarray(tokens)
+    if tokens.dtype.kind not in "iu":
+        raise MatchoptError(f"tokens must be integers, got dtype {tokens.dtype}")
+    bad = (tokens < 0) | (tokens >= vocab_size)
+    if bad.any():  # eye()[-1] would silently read as the last token
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise MatchoptError(f"token {tokens[where]} at {where} is outside 0..{vocab_size - 1}")
     onehot = np.eye(vocab_size, dtype=np.float64)[tokens]
     probs = soft_interpolation * onehot + (1.0 - soft_interpolation) / vocab_size
     log_probs = np.log(probs)

@@ -162,6 +162,8 @@ def _record_problem(record: RunRecord) -> str | None:
     n_designs = record.n_designs
     if not isinstance(n_designs, int) or isinstance(n_designs, bool) or n_designs < 0:
         return f"n_designs {_shown(n_designs)} is not a count (an integer >= 0)"
+    if len(record.scores) != n_designs:  # a cut or merged file: its percentiles mean other things
+        return f"{len(record.scores)} scores for n_designs {n_designs}"
     if not isinstance(record.extra, dict):
         return f"extra {_shown(record.extra)} is not an object"
     # Read by the report: extra.environment (device, gpu), extra.fit.shared_ensemble.
@@ -246,7 +248,8 @@ def same_config(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 def check_one_configuration(
     records: Sequence[RunRecord], paths: dict[tuple[str, str, int], Path] | None = None
 ) -> None:
-    """Refuse to pool seeds run with another preset or config into one (task, method) cell.
+    """Refuse to pool seeds run with another preset, config or number of designs into one
+    (task, method) cell (the p100 of 64 designs is not that of 128).
 
     Raises:
         MatchoptError: naming the cell and two records that differ.
@@ -255,7 +258,11 @@ def check_one_configuration(
     for record in sorted(records, key=lambda r: (r.task, r.method, r.seed)):
         cell = (record.task, record.method)
         other = first.setdefault(cell, record)
-        if record.preset != other.preset or not same_config(record.config, other.config):
+        if (
+            record.preset != other.preset
+            or record.n_designs != other.n_designs
+            or not same_config(record.config, other.config)
+        ):
             where = ""
             if paths is not None:
                 where = (
@@ -265,6 +272,8 @@ def check_one_configuration(
             what = (
                 f"presets {other.preset!r} and {record.preset!r}"
                 if record.preset != other.preset
+                else f"{other.n_designs} and {record.n_designs} designs"
+                if record.n_designs != other.n_designs
                 else "configs that differ in "
                 + ", ".join(
                     sorted(

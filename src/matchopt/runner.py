@@ -52,6 +52,8 @@ def run(
         The run record and the designs (n_designs x shape).
     """
     resolve_device(device)  # an unknown or absent device fails here, before any data is read
+    if isinstance(n_designs, bool) or not isinstance(n_designs, (int, np.integer)) or n_designs < 1:
+        raise MatchoptError(f"n_designs must be an integer >= 1, got {n_designs!r}")
     task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
     solver = make_method(method, preset, overrides, seed=seed, progress=progress, device=device)
     if snapshot is not None:

@@ -1,8 +1,9 @@
 """Execution backends of the grid runner: a local process pool, or Ray (local or a cluster).
 
-Both run :func:`matchopt.bench.cells.execute_job` on each job (one cell, or the cells that share
-a Gaussian ensemble) and hand every outcome to the driver's ``collect`` callback as soon as its
-job ends; scheduling is the engine's job, not ours.
+Both run the jobs of a grid (one cell, or the cells that share a Gaussian ensemble) and hand
+every outcome to the driver's ``collect`` callback: the local backend as soon as each cell ends,
+Ray as soon as its job ends (a job's cells run as one Ray task, so that a cluster keeps their
+shared ensemble on one node). Scheduling is the engine's job, not ours.
 """
 
 from __future__ import annotations
@@ -10,10 +11,18 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
-from matchopt.bench.cells import CellOutcome, Job, execute_job, init_pool_worker, init_worker
+from matchopt.bench.cells import (
+    CellOutcome,
+    Job,
+    execute_cell,
+    execute_job,
+    init_pool_worker,
+    init_worker,
+    release_ensemble,
+)
 from matchopt.errors import MatchoptError
 
 Collect = Callable[[CellOutcome], None]
@@ -28,39 +37,71 @@ def run_local(
     out: str | None = None,
 ) -> None:
     """Run jobs on ``workers`` processes (``workers == 1``: in this process, in order);
-    ``out``: the results folder (training snapshots of resumable methods go under it)."""
+    ``out``: the results folder (training snapshots of resumable methods go under it).
+
+    Every cell's outcome reaches ``collect`` as soon as the cell ends, also inside a job of
+    several cells: the pool runs a job's cells one after another, each as its own task (the
+    shared ensemble waits on disk in between). Interrupted, the pool's workers are stopped at
+    once: their cells keep their training snapshots and continue on the next run.
+    """
     if workers == 1:
         init_worker(threads)
         for job in jobs:
-            for outcome in execute_job(job, data_dir, threads, out):
-                collect(outcome)
+            outcomes = []
+            for cell in job.cells:
+                outcomes.append(execute_cell(cell, data_dir, threads, out, job.ensemble_folder))
+                collect(outcomes[-1])
+            release_ensemble(job, outcomes)
         return
     # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
+    pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
         initializer=init_pool_worker,
         initargs=(threads, os.getpid()),
-    ) as pool:
-        pending = {pool.submit(execute_job, job, data_dir, threads, out): job for job in jobs}
+    )
+    pending: dict[Future, tuple[Job, list[CellOutcome]]] = {}
+
+    def submit(job: Job, outcomes: list[CellOutcome]) -> None:
+        """Queue the job's next cell; a pool that broke meanwhile fails the job's other cells."""
+        cell = job.cells[len(outcomes)]
         try:
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    job = pending.pop(future)
-                    try:
-                        outcomes = future.result()
-                    except BrokenProcessPool as exc:
-                        # A worker died (killed, out of memory): its cells are recorded as
-                        # failed and will be retried by the next run.
-                        error = f"worker process died: {exc}"
-                        outcomes = [CellOutcome(cell, error=error) for cell in job.cells]
-                    for outcome in outcomes:
-                        collect(outcome)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+            future = pool.submit(execute_cell, cell, data_dir, threads, out, job.ensemble_folder)
+        except BrokenProcessPool as exc:
+            for rest in job.cells[len(outcomes) :]:
+                collect(CellOutcome(rest, error=f"worker process died: {exc}"))
+            return
+        pending[future] = (job, outcomes)
+
+    try:
+        for job in jobs:
+            submit(job, [])
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                job, outcomes = pending.pop(future)
+                cell = job.cells[len(outcomes)]
+                try:
+                    outcome = future.result()
+                except BrokenProcessPool as exc:
+                    # A worker died (killed, out of memory): its cells are recorded as failed
+                    # and will be retried by the next run.
+                    outcome = CellOutcome(cell, error=f"worker process died: {exc}")
+                outcomes.append(outcome)
+                collect(outcome)
+                if len(outcomes) < len(job.cells):
+                    submit(job, outcomes)
+                else:
+                    release_ensemble(job, outcomes)
+    except BaseException:
+        # shutdown() alone cancels only cells no worker has taken yet: the running ones (and
+        # those already handed to a worker) would go on after the driver stopped listening.
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def run_ray(
@@ -83,10 +124,15 @@ def run_ray(
         raise MatchoptError("the ray backend needs Ray: pip install 'matchopt[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False)
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
+            where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise MatchoptError(f"could not start or reach {where}: {first}") from None
     try:
         remote_job = ray.remote(num_cpus=threads, max_retries=0)(_ray_job)
         pending = {remote_job.remote(job, data_dir, threads, out): job for job in jobs}

@@ -122,9 +122,15 @@ def execute_job(
     outcomes = [
         execute_cell(cell, data_dir, threads, out, job.ensemble_folder) for cell in job.cells
     ]
+    release_ensemble(job, outcomes)
+    return outcomes
+
+
+def release_ensemble(job: Job, outcomes: list[CellOutcome]) -> None:
+    """Delete the job's shared ensemble once every one of its cells succeeded (a failed cell's
+    rerun takes it from there)."""
     if job.ensemble_folder is not None and all(o.ok for o in outcomes):
         shutil.rmtree(job.ensemble_folder, ignore_errors=True)
-    return outcomes
 
 
 def execute_cell(

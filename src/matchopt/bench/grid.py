@@ -129,6 +129,11 @@ class Grid:
         """Fail before any work: unknown names, bad overrides, missing task data."""
         if not self.tasks or not self.methods or not len(self.seeds):
             raise MatchoptError("a grid needs at least one task, one method and one seed")
+        for what, names in (("task", self.tasks), ("method", self.methods), ("seed", self.seeds)):
+            names = [int(n) for n in names] if what == "seed" else list(names)
+            repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+            if repeated is not None:  # the same cells would run twice over
+                raise MatchoptError(f"the grid lists {what} {repeated!r} twice")
         for name in self.tasks:
             if name not in TASKS:
                 raise MatchoptError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")

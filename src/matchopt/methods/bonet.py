@@ -427,7 +427,7 @@ class BONET(Method):
         device = self.device_
         self.encoder_ = DesignEncoder(space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(device)
-        tokens = torch.from_numpy(data.x).to(device) if space.is_discrete else None
+        tokens = torch.tensor(data.x, device=device) if space.is_discrete else None
         vocab = space.vocab_size or 0
         out_features = space.shape[0] * vocab if space.is_discrete else features.shape[1]
 

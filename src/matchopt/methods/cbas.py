@@ -269,7 +269,7 @@ class CbAS(Method):
         device = self.device_
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(device)
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(device)
-        designs = torch.from_numpy(data.x).to(device) if space.is_discrete else features
+        designs = torch.tensor(data.x, device=device) if space.is_discrete else features
         generator = torch.Generator().manual_seed(self.seed)
         # 1. Forward ensemble on bootstraps.
         ensemble = GaussianEnsemble.trained(

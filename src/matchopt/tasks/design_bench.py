@@ -145,7 +145,10 @@ class RandomForestOracle:
     def __call__(self, designs: np.ndarray) -> np.ndarray:
         """Predicted y (n,) of designs (n x d)."""
         x_norm = (np.asarray(designs, dtype=np.float64) - self.x_mean_) / self.x_std_
-        return self.forest_.predict(x_norm) * self.y_std_ + self.y_mean_
+        # sklearn casts to float32: a finite design in a column of small std could overflow
+        # there. Clipping to float32's range changes no split (thresholds are data values).
+        limit = float(np.finfo(np.float32).max)
+        return self.forest_.predict(np.clip(x_norm, -limit, limit)) * self.y_std_ + self.y_mean_
 
 
 def _nonzero(std):
@@ -182,7 +185,8 @@ class DesignBenchTask(Task):
 
     def _load(self):
         paths = self.required_files(self.data_dir)
-        x, y = load_shards(paths[: 2 * self.n_shards], self.space.shape)
+        kinds = "iu" if self.space.is_discrete else "biuf"  # checked before the oracle reads x
+        x, y = load_shards(paths[: 2 * self.n_shards], self.space.shape, kinds)
         self._oracle = self._build_oracle(x, y)
         rows = offline_rows(y, self.max_percentile, self.max_samples, self.subsample_seed)
         return x[rows], y[rows], y

@@ -28,7 +28,7 @@ def _open_shard(path: Path) -> np.ndarray:
 
 
 def load_shards(
-    paths: list[Path], row_shape: tuple[int, ...] | None = None
+    paths: list[Path], row_shape: tuple[int, ...] | None = None, x_kinds: str = "biuf"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate x and y shards (paths as from :func:`shard_paths`) into (x, y of shape (N,)).
 
@@ -38,6 +38,7 @@ def load_shards(
     Args:
         paths: ``[x-0, y-0, x-1, y-1, ...]``.
         row_shape: expected shape of one x row (e.g. ``(10,)``); checked per file when given.
+        x_kinds: numpy dtype kinds x may have (``"iu"``: integer tokens).
 
     Returns:
         x (N x row shape) in the shards' common dtype and y (N,) (float).
@@ -59,12 +60,12 @@ def load_shards(
         if y.shape[1:] not in ((), (1,)):
             raise MatchoptError(f"{py}: expected y of shape (n, 1), got {y.shape}")
         # Text, dates or complex numbers would fail (or silently lose a part) further on.
-        for path, array, allowed, what in ((px, x, "biuf", "x"), (py, y, "iuf", "y")):
+        for path, array, allowed, what in ((px, x, x_kinds, "x"), (py, y, "iuf", "y")):
             if array.dtype.kind not in allowed:
-                raise MatchoptError(
-                    f"{path}: {what} has dtype {array.dtype}; expected real numbers "
-                    "(integer or float)"
+                expected = (
+                    "integer tokens" if allowed == "iu" else "real numbers (integer or float)"
                 )
+                raise MatchoptError(f"{path}: {what} has dtype {array.dtype}; expected {expected}")
         counts.append(len(x))
         x_dtypes.append(x.dtype)
         y_dtypes.append(y.dtype)
