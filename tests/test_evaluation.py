@@ -91,3 +91,35 @@ def test_atomic_write_keeps_the_mode_of_a_replaced_file(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (fresh.stat().st_mode & 0o777) == 0o666 & ~umask
+
+
+def test_records_name_the_commit_of_the_code(tmp_path):
+    import subprocess
+
+    from matchopt._version import commit_of
+    from matchopt.runner import environment
+
+    package = tmp_path / "repo" / "src" / "matchopt"
+    package.mkdir(parents=True)
+    (package / "runner.py").write_text("x = 1\n")
+    unwritten = package / "_commit.txt"
+    unwritten.write_text("$Format:%H$\n")  # as committed; git archive fills it in
+    assert commit_of(package, unwritten) is None  # not a checkout, not an archive
+
+    def git(*args):
+        return subprocess.run(
+            ["git", "-C", str(tmp_path / "repo"), "-c", "user.name=t", "-c", "user.email=t@t",
+             *args], capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    head = git("rev-parse", "HEAD")
+    assert commit_of(package, unwritten) == head
+    (package / "runner.py").write_text("x = 2\n")
+    assert commit_of(package, unwritten) == head + "+dirty"
+    archived = tmp_path / "_commit.txt"
+    archived.write_text("0123abcd\n")
+    assert commit_of(tmp_path, archived) == "0123abcd"
+    assert "commit" in environment()  # every record's extra.environment

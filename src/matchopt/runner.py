@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from matchopt._version import __version__
+from matchopt._version import __version__, source_commit
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
 from matchopt.methods import Method, make_method
@@ -105,10 +105,12 @@ def _run(
 
 
 def environment(device: Any = "cpu") -> dict[str, Any]:
-    """Where a run's wall times were measured: they mean little without it."""
+    """Where a run's wall times were measured (they mean little without it), and the commit of
+    the code that ran (:func:`~matchopt._version.source_commit`, when it can be known)."""
     import torch
 
     info = {
+        "commit": source_commit(),
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),
