@@ -161,3 +161,34 @@ def test_baselines_resume_to_the_same_designs(tmp_path, monkeypatch, name, modul
     resumed = make_method(name, "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
     assert resumed.losses_ == reference.losses_ and not snapshot.exists()
+
+
+def test_an_interrupted_cma_es_search_redoes_only_its_unfinished_runs(tmp_path, monkeypatch):
+    import matchopt.methods.cma_es as cma_module
+
+    data = load_task("potts").offline
+    settings = {"runs_at_once": 4}  # 16 runs: four groups of four
+    reference = make_method("cma-es", "quick", settings, seed=3).fit(data).propose(16)
+    snapshot = tmp_path / "cma-es.pt"
+    real, calls = cma_module._lockstep_runs, []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # the third group of runs is cut short
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cma_module, "_lockstep_runs", counted)
+    method = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
+    with pytest.raises(KeyboardInterrupt):
+        method.propose(16)
+    assert snapshot.is_file()
+    calls.clear()
+    monkeypatch.setattr(
+        cma_module, "_lockstep_runs", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    resumed = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
+    np.testing.assert_array_equal(resumed.propose(16), reference)
+    assert len(calls) == 2 and not snapshot.exists()  # groups 3 and 4 only; then removed
+    # Another number of designs is another search: the snapshot of 16 is not used for 8.
+    assert resumed.resume_from(snapshot, 0).propose(8).shape == (8, 12)
