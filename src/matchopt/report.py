@@ -259,8 +259,9 @@ class _Style:
         return f"% {text}" if self.fmt == "latex" else text
 
 
-def _score_cell(style: _Style, mean: float, std: float, best: bool) -> str:
-    text = _SCORE.format(mean) + style.pm + _SCORE.format(std)
+def _score_cell(style: _Style, mean: float, std: float, n_seeds: int, best: bool) -> str:
+    """``mean ± std``; one seed has no spread to show (its cell is marked "[1 seed]")."""
+    text = _SCORE.format(mean) + (style.pm + _SCORE.format(std) if n_seeds > 1 else "")
     return style.bold(text) if best else text
 
 
@@ -301,7 +302,7 @@ def _score_table(
             cell = cells.loc[(task, method)]
             rank = ranks.loc[task, method]
             best = not math.isnan(rank) and rank == 1
-            text = _score_cell(style, cell["mean"], cell["std"], best)
+            text = _score_cell(style, cell["mean"], cell["std"], int(cell["n_seeds"]), best)
             text += f" ({int(rank)})" if not math.isnan(rank) else ""
             if int(cell["n_seeds"]) != usual:
                 text += " " + _seed_note(int(cell["n_seeds"]))
@@ -321,7 +322,8 @@ def _score_table(
     header.append("MNR")
     title = f"Normalized score, percentile {q:g} of each run's designs"
     notes = (
-        f"Cells: mean{style.pm}std over seeds (population std) and (rank on the task: 1 = best, "
+        f"Cells: mean{style.pm}std over seeds (population std; one seed: its score) and (rank on "
+        "the task: 1 = best, "
         f"ties share the better rank); bold: best mean on the task; {usual} seeds per cell "
         "unless marked. MNR: mean over tasks of rank / number of methods ranked on the task "
         "(lower is better)."
@@ -371,15 +373,15 @@ def _ablation_table(style: _Style, summary: pd.DataFrame, qs: tuple[float, ...])
                     row.append(style.missing)
                     continue
                 both = all(c is not None for c in pair)
-                text = _score_cell(
-                    style, cell["mean"], cell["std"], both and round(cell["mean"], 12) >= top
-                )
+                best = both and round(cell["mean"], 12) >= top
+                text = _score_cell(style, cell["mean"], cell["std"], int(cell["n_seeds"]), best)
                 if int(cell["n_seeds"]) != usual:
                     text += " " + _seed_note(int(cell["n_seeds"]))
                 row.append(text)
         rows.append(row)
     notes = (
-        f"Cells: mean{style.pm}std over seeds of the normalized score at percentile q (pq); "
+        f"Cells: mean{style.pm}std over seeds (one seed: its score) of the normalized score at "
+        "percentile q (pq); "
         f"bold: the better of the two; {usual} seeds per cell unless marked."
     )
     return style.table(title, header, rows, notes)
