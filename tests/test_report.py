@@ -162,10 +162,7 @@ def test_latex_tables(results):
     assert text.count("\\begin{tabular}") == 4  # score, ablation, runtime, missing cells
     assert text.count("\\toprule") == 4 and text.count("\\bottomrule") == 4
     assert "Method & ant (published) & ant & tf\\_bind & MNR \\\\" in text
-    assert (
-        "coms & 0.885 $\\pm$ 0.024 & \\textbf{0.950} (1) [1 seed] & -- & 0.333 \\\\"
-        in text
-    )
+    assert "coms & 0.885 $\\pm$ 0.024 & \\textbf{0.950} (1) [1 seed] & -- & 0.333 \\\\" in text
     assert (
         "matchopt & 0.931 $\\pm$ 0.011 & 0.850 $\\pm$ 0.050 (2) & \\textbf{1.000 $\\pm$ 0.000} (1) "
         "& 0.583 \\\\" in text
@@ -205,9 +202,7 @@ def test_csv_report(results):
 def test_filters_and_ablation_note(results):
     text = write_report(results, (100,), "md", methods=["matchopt", "coms"], runtime=False)
     # Ranks among the kept methods only: on ant coms 1 of 2, matchopt 2 of 2.
-    assert "| coms | 0.885 ± 0.024 | **0.950** (1) [1 seed] | – | 0.500 |" in table_lines(
-        text
-    )
+    assert "| coms | 0.885 ± 0.024 | **0.950** (1) [1 seed] | – | 0.500 |" in table_lines(text)
     assert "Skipped: no records for matchopt-noreg." in text
     assert "Runtime" not in text
     with pytest.raises(MatchoptError, match="no records for method 'nope'"):
