@@ -27,7 +27,7 @@ from pathlib import Path
 from matchopt._version import __version__
 from matchopt.bench import Grid, run_grid
 from matchopt.bench.cells import Cell, run_cell
-from matchopt.bench.grid import BACKENDS, LOCK_FILE, finished_record
+from matchopt.bench.grid import BACKENDS, LOCK_FILE, finished_record, first_repeated
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.io import FileLocked, check_output_folder, file_lock
 from matchopt.methods import METHODS, get_method_entry
@@ -416,7 +416,7 @@ def _names(text: str, option: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise MatchoptError(f"{option} needs at least one name")
-    repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    repeated = first_repeated(names)
     if repeated is not None:  # a grid would run the same cells twice over
         raise MatchoptError(f"{option} lists {repeated!r} twice")
     return names

@@ -130,8 +130,7 @@ class Grid:
         if not self.tasks or not self.methods or not len(self.seeds):
             raise MatchoptError("a grid needs at least one task, one method and one seed")
         for what, names in (("task", self.tasks), ("method", self.methods), ("seed", self.seeds)):
-            names = [int(n) for n in names] if what == "seed" else list(names)
-            repeated = next((n for i, n in enumerate(names) if n in names[:i]), None)
+            repeated = first_repeated([int(n) for n in names] if what == "seed" else names)
             if repeated is not None:  # the same cells would run twice over
                 raise MatchoptError(f"the grid lists {what} {repeated!r} twice")
         for name in self.tasks:
@@ -146,6 +145,16 @@ class Grid:
             task_cls = TASKS[name]
             if task_cls.data_status(folder) == "missing":
                 raise MatchoptError(task_cls.missing_message(folder))
+
+
+def first_repeated(items: Sequence[Any]) -> Any:
+    """The first item that appears earlier in ``items`` too, or None."""
+    seen: set = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
 
 
 def _has_field(method: str, key: str) -> bool:
