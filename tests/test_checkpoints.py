@@ -12,9 +12,11 @@ import zipfile
 import numpy as np
 import pytest
 
+import matchopt.checkpoints as checkpoints
 import matchopt.methods.matchopt as matchopt_module
-from matchopt.checkpoints import run_key
+from matchopt.checkpoints import TrainingCheckpoint, run_key
 from matchopt.methods import make_method
+from matchopt.records import read_record
 from matchopt.tasks import load_task
 
 SETTINGS = {"epochs": 12, "validation_every": 2}
@@ -121,6 +123,33 @@ def test_kill_and_rerun_of_the_command_gives_the_same_designs(tmp_path):
     designs = "potts/matchopt/seed0.designs.npy"
     np.testing.assert_array_equal(np.load(killed / designs), np.load(whole / designs))
     assert not snapshot.exists()
+    # The resumed record's times include the training of the killed sitting.
+    resumed = read_record(killed / "potts" / "matchopt" / "seed0.json")
+    earlier = resumed.extra["resumed"]["earlier_seconds"]
+    assert earlier > 0 and resumed.fit_seconds > earlier
+    assert resumed.extra["cell_seconds"] > earlier
+    assert "resumed" not in read_record(whole / "potts" / "matchopt" / "seed0.json").extra
+
+
+def test_a_snapshot_keeps_the_seconds_of_all_sittings(tmp_path, monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(checkpoints.time, "monotonic", lambda: clock[0])
+    first = TrainingCheckpoint(tmp_path / "snapshot.pt", every=0)
+    first.bind("run")
+    clock[0] += 30
+    first.save("main", {"epoch": 1})
+    assert first.load("main") is not None and first.earlier_seconds == 0  # its own snapshot
+    clock[0] += 500  # trained on, killed before the next snapshot: that time is redone
+    second = TrainingCheckpoint(tmp_path / "snapshot.pt", every=0)
+    second.bind("run")
+    assert second.load("main") is not None
+    assert (second.earlier_seconds, second.sittings) == (30, 2)
+    clock[0] += 20
+    second.save("main", {"epoch": 2})
+    third = TrainingCheckpoint(tmp_path / "snapshot.pt", every=0)
+    third.bind("run")
+    third.load("main")
+    assert (third.earlier_seconds, third.sittings) == (50, 3)
 
 
 @pytest.mark.parametrize(

@@ -354,4 +354,5 @@ def test_an_ensemble_killed_between_members_resumes_at_the_next_member(tmp_path,
         gaussian.fit_gaussian = original
     designs, report = _designs("ens-mean", task, cache=tmp_path)
     assert report["shared_ensemble"]["resumed_members"] == 2
+    assert report["shared_ensemble"]["earlier_seconds"] > 0  # the killed sitting's members
     np.testing.assert_array_equal(designs, _designs("ens-mean", task)[0])

@@ -8,6 +8,10 @@ atomically (a temporary file, then a rename) with ``torch.save`` and read with
 the snapshot, checks that it belongs to the same run (method, config, seed and data, by a
 digest), restores it and trains the remaining epochs: the designs are the same as those of an
 uninterrupted run. The snapshot is removed once the run has finished.
+
+A snapshot also keeps the seconds the run had trained when it was written, over all sittings, so
+that a resumed run's record gives the time of the whole training (:attr:`TrainingCheckpoint.
+earlier_seconds`), not only that of its last sitting.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import secrets
 import time
 from pathlib import Path
 from typing import Any
@@ -69,7 +74,13 @@ class TrainingCheckpoint:
         self.path = Path(path)
         self.every = default_every() if every is None else float(every)
         self.key: str | None = None
-        self._last = time.monotonic()
+        self._last = self._started = time.monotonic()
+        #: Seconds of training in earlier sittings, up to the snapshot this one resumed (0: none).
+        self.earlier_seconds = 0.0
+        #: Sittings of this run so far, this one included.
+        self.sittings = 1
+        # Tells a snapshot written by this process from one of an earlier sitting.
+        self._sitting = secrets.token_hex(8)
 
     def bind(self, key: str) -> None:
         """Tie the snapshots to one run (see :func:`run_key`)."""
@@ -89,7 +100,12 @@ class TrainingCheckpoint:
             return None
         if not isinstance(state, dict) or state.get("key") != self.key:
             return None
-        return state if state.get("stage") == stage else None
+        if state.get("stage") != stage:
+            return None
+        if state.get("sitting") != self._sitting:
+            self.earlier_seconds = float(state.get("seconds", 0.0))
+            self.sittings = int(state.get("sittings", 1)) + 1
+        return state
 
     def due(self) -> bool:
         return time.monotonic() - self._last >= self.every
@@ -97,7 +113,18 @@ class TrainingCheckpoint:
     def save(self, stage: str, state: dict[str, Any]) -> None:
         """Write ``state`` (tensors and plain data) atomically."""
         buffer = io.BytesIO()
-        torch.save({**state, "key": self.key, "stage": stage}, buffer)
+        seconds = self.earlier_seconds + time.monotonic() - self._started
+        torch.save(
+            {
+                **state,
+                "key": self.key,
+                "stage": stage,
+                "seconds": seconds,
+                "sittings": self.sittings,
+                "sitting": self._sitting,
+            },
+            buffer,
+        )
         self.path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(self.path, buffer.getvalue())
         self._last = time.monotonic()

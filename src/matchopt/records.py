@@ -7,7 +7,8 @@ failed. Records are written atomically (:func:`matchopt.io.atomic_write_bytes`).
 
 Time fields, one meaning each: ``fit_seconds`` and ``search_seconds`` (the method's own work;
 their sum is :attr:`RunRecord.wall_seconds`, what reports compare) and ``extra["cell_seconds"]``
-(the whole run: fit, search and scoring by the oracle).
+(the whole run: fit, search and scoring by the oracle). A run that continued a killed one from its
+training snapshot counts the training of the earlier sittings in both (``extra["resumed"]``).
 """
 
 from __future__ import annotations

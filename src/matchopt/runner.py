@@ -85,6 +85,11 @@ def _run(
             f"the oracle of {task_obj.name} scored design {bad} of {method} as {scores[bad]}; "
             "no record written"
         )
+    # A run resumed from a snapshot counts the training of its earlier sittings too.
+    earlier = solver.resumed_seconds()
+    extra = {"environment": environment(solver.device_), **_fit_report(solver)}
+    if earlier > 0:
+        extra["resumed"] = {"earlier_seconds": earlier}
     record = RunRecord(
         task=task_obj.name,
         method=method,
@@ -95,11 +100,11 @@ def _run(
         p100=percentile(scores, 100),
         p50=percentile(scores, 50),
         offline_best=float(task_obj.normalize(task_obj.offline.y.max())),
-        fit_seconds=fitted - start,
+        fit_seconds=fitted - start + earlier,
         search_seconds=searched - fitted,
         version=__version__,
         n_designs=n_designs,
-        extra={"environment": environment(solver.device_), **_fit_report(solver)},
+        extra=extra,
     )
     return record, designs
 

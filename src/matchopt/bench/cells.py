@@ -90,7 +90,8 @@ def run_cell(
 ) -> tuple[RunRecord, np.ndarray]:
     """Run one cell (``matchopt run`` runs each seed as one): its record and designs.
 
-    ``extra["cell_seconds"]`` of the record is the whole run: fit, search and scoring.
+    ``extra["cell_seconds"]`` of the record is the whole run: fit, search and scoring (with
+    the training of earlier sittings, ``extra["resumed"]``, when it continued a killed run).
     """
     from matchopt.runner import run
 
@@ -107,7 +108,8 @@ def run_cell(
         ensemble_cache=ensemble_folder,
         device=cell.device,
     )
-    record.extra["cell_seconds"] = time.perf_counter() - start
+    earlier = record.extra.get("resumed", {}).get("earlier_seconds", 0.0)
+    record.extra["cell_seconds"] = time.perf_counter() - start + earlier
     return record, designs
 
 

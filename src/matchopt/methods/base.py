@@ -139,6 +139,13 @@ class Method(ABC):
         """
         return {}
 
+    def resumed_seconds(self) -> float:
+        """Seconds this fit trained in earlier sittings, when it continued a killed run from a
+        snapshot (:mod:`matchopt.checkpoints`); 0 for a fit in one sitting. Run records add them
+        to ``fit_seconds``, so that a resumed run reports the time of its whole training."""
+        checkpoint = self.training_checkpoint
+        return checkpoint.earlier_seconds if checkpoint is not None else 0.0
+
     def _search_rng(self) -> np.random.Generator:
         """The generator of ``propose``'s draws: stream ``[seed, 1]``, apart from ``fit``'s, so
         that proposing never shifts what a refit draws (and the reverse)."""

@@ -41,6 +41,11 @@ class EnsembleSurrogateMethod(Method):
         shared = getattr(self.ensemble_, "shared_", None) if hasattr(self, "ensemble_") else None
         return {"shared_ensemble": shared} if shared else {}
 
+    def resumed_seconds(self) -> float:
+        """Also the training of members that an earlier sitting left in the ensemble cache."""
+        shared = getattr(getattr(self, "ensemble_", None), "shared_", None) or {}
+        return super().resumed_seconds() + float(shared.get("earlier_seconds", 0.0))
+
     def _predict_features(self, x: np.ndarray) -> np.ndarray:
         """Surrogate score (n,) of normalized features (n x d): the ensemble mean."""
         with torch.no_grad():

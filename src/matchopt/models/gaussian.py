@@ -425,7 +425,12 @@ class GaussianEnsemble(nn.Module):
         seconds = earlier + time.perf_counter() - start
         if grouped:  # fit() reports members trained one after another only
             cache.store(key, ensemble, n, seconds)
-        ensemble.shared_ = {"from_cache": False, "train_seconds": seconds, "resumed_members": done}
+        ensemble.shared_ = {
+            "from_cache": False,
+            "train_seconds": seconds,
+            "resumed_members": done,
+            "earlier_seconds": earlier if done else 0.0,  # training of the resumed members
+        }
         return ensemble.eval().requires_grad_(False)
 
     def member_means(self, x: torch.Tensor) -> torch.Tensor:
