@@ -418,6 +418,30 @@ def test_each_cell_of_a_shared_ensemble_job_is_collected_when_it_ends(tmp_path, 
     assert not Path(jobs[0].ensemble_folder).exists()  # every cell done: released
 
 
+def test_ray_streams_each_cell_of_a_shared_ensemble_job(tmp_path):
+    # A job's cells run as one Ray task (one node keeps the ensemble); each outcome still comes
+    # back when its cell ends, not when the job ends: the second arrives about that cell's own
+    # run time after the first.
+    pytest.importorskip("ray")
+    from matchopt.bench.backends import run_ray
+    from matchopt.bench.grid import store_outcome
+
+    jobs = _shared_ensemble_jobs(tmp_path)
+    arrivals = []
+
+    def collect(outcome):
+        arrivals.append((time.monotonic(), outcome))
+        assert outcome.ok, outcome.error
+        store_outcome(outcome, tmp_path)
+
+    run_ray(jobs, None, 1, 1, None, collect, str(tmp_path))
+    assert [o.cell.method for _, o in arrivals] == ["ens-mean", "ens-min"]
+    (first, _), (second, last) = arrivals
+    assert last.seconds > 0.05 and second - first > 0.5 * last.seconds
+    assert not Path(jobs[0].ensemble_folder).exists()  # every cell done: released
+    assert {p.parent.name for p in tmp_path.rglob("seed0.json")} == {"ens-mean", "ens-min"}
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux /proc")
 def test_an_interrupted_pool_stops_its_running_cells(tmp_path):
     # The driver stops listening (Ctrl-C): a cell still running in a worker must stop too,

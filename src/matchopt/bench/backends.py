@@ -1,16 +1,16 @@
 """Execution backends of the grid runner: a local process pool, or Ray (local or a cluster).
 
 Both run the jobs of a grid (one cell, or the cells that share a Gaussian ensemble) and hand
-every outcome to the driver's ``collect`` callback: the local backend as soon as each cell ends,
-Ray as soon as its job ends (a job's cells run as one Ray task, so that a cluster keeps their
-shared ensemble on one node). Scheduling is the engine's job, not ours.
+every outcome to the driver's ``collect`` callback as soon as its cell ends. On Ray a job's cells
+run as one generator task, so that a cluster keeps their shared ensemble on one node; the task
+streams each cell's outcome back when the cell ends. Scheduling is the engine's job, not ours.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -47,11 +47,8 @@ def run_local(
     if workers == 1:
         init_worker(threads)
         for job in jobs:
-            outcomes = []
-            for cell in job.cells:
-                outcomes.append(execute_cell(cell, data_dir, threads, out, job.ensemble_folder))
-                collect(outcomes[-1])
-            release_ensemble(job, outcomes)
+            for outcome in execute_job(job, data_dir, threads, out):
+                collect(outcome)
         return
     # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.
     context = multiprocessing.get_context("spawn")
@@ -113,10 +110,12 @@ def run_ray(
     collect: Collect,
     out: str | None = None,
 ) -> None:
-    """Run cells as Ray tasks of ``threads`` CPUs each, on a local instance or a cluster.
+    """Run jobs as Ray tasks of ``threads`` CPUs each, on a local instance or a cluster.
 
     A local instance gets ``workers * threads`` CPUs, so at most ``workers`` cells run at once;
-    on a cluster (``address``) Ray places the tasks on the cluster's CPUs.
+    on a cluster (``address``) Ray places the tasks on the cluster's CPUs. A job's task is a
+    Ray generator: each cell's outcome reaches ``collect`` when the cell ends, also inside a job
+    of several cells.
     """
     try:
         import ray
@@ -135,21 +134,30 @@ def run_ray(
             raise MatchoptError(f"could not start or reach {where}: {first}") from None
     try:
         remote_job = ray.remote(num_cpus=threads, max_retries=0)(_ray_job)
-        pending = {remote_job.remote(job, data_dir, threads, out): job for job in jobs}
+        # One entry per running job: its stream of outcomes, the job, and how many came back.
+        pending = [[remote_job.remote(job, data_dir, threads, out), job, 0] for job in jobs]
         try:
             while pending:
-                done, _ = ray.wait(list(pending), num_returns=1)
-                job = pending.pop(done[0])
+                ready, _ = ray.wait([entry[0] for entry in pending], num_returns=1)
+                entry = next(entry for entry in pending if entry[0] is ready[0])
+                stream, job, received = entry
                 try:
-                    outcomes = ray.get(done[0])
-                except ray.exceptions.RayError as exc:
-                    error = f"ray task failed: {exc}"
-                    outcomes = [CellOutcome(cell, error=error) for cell in job.cells]
-                for outcome in outcomes:
+                    outcome = ray.get(next(stream))
+                except StopIteration:  # the job's task is over
+                    outcome = None
+                except ray.exceptions.RayError as exc:  # it failed, or its worker died
+                    outcome = f"ray task failed: {exc}"
+                if isinstance(outcome, CellOutcome):
                     collect(outcome)
+                    entry[2] += 1
+                    continue
+                pending.remove(entry)
+                error = outcome or "ray task ended before its cell"
+                for cell in job.cells[received:]:
+                    collect(CellOutcome(cell, error=error))
         except BaseException:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+            for stream, _, _ in pending:
+                ray.cancel(stream, force=True)
             raise
     finally:
         if started_here:
@@ -158,8 +166,9 @@ def run_ray(
 
 def _ray_job(
     job: Job, data_dir: str | None, threads: int, out: str | None = None
-) -> list[CellOutcome]:
+) -> Iterator[CellOutcome]:
+    """A job's cells in order, each outcome handed back as soon as its cell ends."""
     init_worker(threads)
     # On a cluster the snapshots (and a job's shared ensemble) are on the worker's disk: a
     # retried job resumes only there.
-    return execute_job(job, data_dir, threads, out)
+    yield from execute_job(job, data_dir, threads, out)

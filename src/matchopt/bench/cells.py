@@ -11,6 +11,7 @@ import shutil
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -115,17 +116,18 @@ def run_cell(
 
 def execute_job(
     job: Job, data_dir: str | None, threads: int, out: str | None = None
-) -> list[CellOutcome]:
-    """Run a job's cells in order (:func:`execute_cell`); their outcomes in that order.
+) -> Iterator[CellOutcome]:
+    """Run a job's cells in order (:func:`execute_cell`), yielding each outcome when its cell
+    ends.
 
     The shared ensemble stays in ``job.ensemble_folder`` until every cell of the job finished,
     so a rerun after a kill takes it from there instead of training it again.
     """
-    outcomes = [
-        execute_cell(cell, data_dir, threads, out, job.ensemble_folder) for cell in job.cells
-    ]
+    outcomes = []
+    for cell in job.cells:
+        outcomes.append(execute_cell(cell, data_dir, threads, out, job.ensemble_folder))
+        yield outcomes[-1]
     release_ensemble(job, outcomes)
-    return outcomes
 
 
 def release_ensemble(job: Job, outcomes: list[CellOutcome]) -> None:
