@@ -473,3 +473,12 @@ def test_an_interrupted_pool_stops_its_running_cells(tmp_path):
         os.kill(pid, signal.SIGKILL)
     assert not survivors, "a worker went on after the interrupt"
     assert time.monotonic() - start < 60  # returned without waiting for the slow cell
+
+
+def test_one_worker_shows_the_running_cells_own_progress(tmp_path, capsys):
+    # An hours-long cell must not sit behind a grid bar that moves once per cell.
+    grid = Grid(["potts"], ["matchopt"], [0], preset="quick", overrides={"epochs": "3"})
+    assert not run_grid(grid, tmp_path / "shown", workers=1, progress=True).failed
+    assert "MATCH-OPT training" in capsys.readouterr().err
+    assert not run_grid(grid, tmp_path / "quiet", workers=1, progress=False).failed
+    assert capsys.readouterr().err == ""

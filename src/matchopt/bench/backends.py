@@ -35,9 +35,12 @@ def run_local(
     threads: int,
     collect: Collect,
     out: str | None = None,
+    progress: bool = False,
 ) -> None:
     """Run jobs on ``workers`` processes (``workers == 1``: in this process, in order);
-    ``out``: the results folder (training snapshots of resumable methods go under it).
+    ``out``: the results folder (training snapshots of resumable methods go under it);
+    ``progress``: with one worker, each cell shows its method's progress bars (several workers
+    writing bars at once would garble them).
 
     Every cell's outcome reaches ``collect`` as soon as the cell ends, also inside a job of
     several cells: the pool runs a job's cells one after another, each as its own task (the
@@ -47,7 +50,7 @@ def run_local(
     if workers == 1:
         init_worker(threads)
         for job in jobs:
-            for outcome in execute_job(job, data_dir, threads, out):
+            for outcome in execute_job(job, data_dir, threads, out, progress):
                 collect(outcome)
         return
     # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.

@@ -115,7 +115,11 @@ def run_cell(
 
 
 def execute_job(
-    job: Job, data_dir: str | None, threads: int, out: str | None = None
+    job: Job,
+    data_dir: str | None,
+    threads: int,
+    out: str | None = None,
+    progress: bool = False,
 ) -> Iterator[CellOutcome]:
     """Run a job's cells in order (:func:`execute_cell`), yielding each outcome when its cell
     ends.
@@ -125,7 +129,7 @@ def execute_job(
     """
     outcomes = []
     for cell in job.cells:
-        outcomes.append(execute_cell(cell, data_dir, threads, out, job.ensemble_folder))
+        outcomes.append(execute_cell(cell, data_dir, threads, out, job.ensemble_folder, progress))
         yield outcomes[-1]
     release_ensemble(job, outcomes)
 
@@ -143,11 +147,13 @@ def execute_cell(
     threads: int,
     out: str | None = None,
     ensemble_folder: str | None = None,
+    progress: bool = False,
 ) -> CellOutcome:
     """Run one cell in a grid worker and return its outcome; never raises for a failure of the
     method (the grid records it and goes on). With ``out``, resumable methods keep training
     snapshots under it (:meth:`Cell.snapshot_path`) and continue from them; with
-    ``ensemble_folder``, Gaussian-ensemble methods share their ensemble through it."""
+    ``ensemble_folder``, Gaussian-ensemble methods share their ensemble through it; with
+    ``progress``, the method shows its own progress bars (training epochs, search steps)."""
     import torch
 
     torch.set_num_threads(max(1, threads))
@@ -160,6 +166,7 @@ def execute_cell(
             threads=max(1, threads),
             snapshot=snapshot,
             ensemble_folder=ensemble_folder,
+            progress=progress,
         )
     except Exception as exc:  # a failing cell is recorded and the grid goes on
         return CellOutcome(

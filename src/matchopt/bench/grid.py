@@ -283,7 +283,8 @@ def run_grid(
         workers: concurrent cells (default: one per core). Each gets cores // workers threads.
         data_dir: design-bench data folder (default ``$MATCHOPT_DATA_DIR``).
         ray_address: Ray cluster address; ``None`` starts a local Ray instance.
-        progress: show a progress bar over cells (with ETA) on stderr.
+        progress: show a progress bar over cells (with ETA) on stderr; with one local worker,
+            also the running cell's own bars (its training epochs).
         threads: compute threads of each cell; default :func:`~matchopt.runtime.default_threads`
             but at most cores // workers (so that cells never share a core).
     """
@@ -359,7 +360,7 @@ def _run_unlocked(
         if jobs and backend == "ray":
             run_ray(jobs, data_dir_text, workers, threads, ray_address, collect, str(out))
         elif jobs:
-            run_local(jobs, data_dir_text, workers, threads, collect, str(out))
+            run_local(jobs, data_dir_text, workers, threads, collect, str(out), progress)
     except KeyboardInterrupt:
         summary.interrupted = True
     finally:
