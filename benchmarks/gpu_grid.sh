@@ -72,7 +72,8 @@ EOF
 smoke=$(mktemp -d)
 say "smoke: $METHODS, quick preset, potts and styblinski-tang on $MATCHOPT_DEVICE"
 "$PYTHON" -m matchopt.cli bench --tasks potts,styblinski-tang --methods "$METHODS" --seeds 0 \
-    --preset quick --out "$smoke" --workers 1 2>&1 | tail -n 12 | tee -a "$LOG"
+    --preset quick --out "$smoke" --workers 1 2>&1 | tr '\r' '\n' | grep -v -E '[0-9]+%\|' \
+    | tail -n 12 | tee -a "$LOG"  # the summary, not the cells' progress bars
 rm -rf "$smoke"
 
 # 2. The grid, within the budget (SIGINT: the bench stops, snapshots stay).
