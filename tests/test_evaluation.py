@@ -123,3 +123,26 @@ def test_records_name_the_commit_of_the_code(tmp_path):
     archived.write_text("0123abcd\n")
     assert commit_of(tmp_path, archived) == "0123abcd"
     assert "commit" in environment()  # every record's extra.environment
+
+
+def test_the_commit_is_read_when_the_run_starts(monkeypatch):
+    # A checkout that moves on while a long run trains: the record names the code that started.
+    import matchopt._version as version
+    from matchopt.methods.random_designs import RandomDesigns
+    from matchopt.runner import run
+
+    head = ["started"]
+    monkeypatch.setattr(version, "commit_of", lambda *args: head[0])
+    version.source_commit.cache_clear()
+    fit = RandomDesigns.fit
+
+    def fit_then_commit(self, data):
+        head[0] = "committed during the fit"
+        return fit(self, data)
+
+    monkeypatch.setattr(RandomDesigns, "fit", fit_then_commit)
+    try:
+        record, _ = run("potts", "random", n_designs=4)
+    finally:
+        version.source_commit.cache_clear()
+    assert record.extra["environment"]["commit"] == "started"

@@ -52,6 +52,9 @@ def run(
         The run record and the designs (n_designs x shape).
     """
     resolve_device(device)  # an unknown or absent device fails here, before any data is read
+    # The commit is read now, as the code is loaded: a checkout may move on while a run trains
+    # for hours, and the record names the code that ran (cached for the process).
+    source_commit()
     if isinstance(n_designs, bool) or not isinstance(n_designs, (int, np.integer)) or n_designs < 1:
         raise MatchoptError(f"n_designs must be an integer >= 1, got {n_designs!r}")
     task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
