@@ -77,8 +77,6 @@ class TrainingCheckpoint:
         self._last = self._started = time.monotonic()
         #: Seconds of training in earlier sittings, up to the snapshot this one resumed (0: none).
         self.earlier_seconds = 0.0
-        #: Sittings of this run so far, this one included.
-        self.sittings = 1
         # Tells a snapshot written by this process from one of an earlier sitting.
         self._sitting = secrets.token_hex(8)
 
@@ -104,7 +102,6 @@ class TrainingCheckpoint:
             return None
         if state.get("sitting") != self._sitting:
             self.earlier_seconds = float(state.get("seconds", 0.0))
-            self.sittings = int(state.get("sittings", 1)) + 1
         return state
 
     def due(self) -> bool:
@@ -120,7 +117,6 @@ class TrainingCheckpoint:
                 "key": self.key,
                 "stage": stage,
                 "seconds": seconds,
-                "sittings": self.sittings,
                 "sitting": self._sitting,
             },
             buffer,
