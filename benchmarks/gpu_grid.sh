@@ -71,10 +71,19 @@ EOF
 # 1. Smoke run on the device.
 smoke=$(mktemp -d)
 say "smoke: $METHODS, quick preset, potts and styblinski-tang on $MATCHOPT_DEVICE"
+smoke_status=0
 "$PYTHON" -m matchopt.cli bench --tasks potts,styblinski-tang --methods "$METHODS" --seeds 0 \
-    --preset quick --out "$smoke" --workers 1 2>&1 | tr '\r' '\n' | grep -v -E '[0-9]+%\|' \
-    | tail -n 12 | tee -a "$LOG"  # the summary, not the cells' progress bars
+    --preset quick --out "$smoke/results" --workers 1 >"$smoke/summary.txt" \
+    2>"$smoke/stderr.txt" || smoke_status=$?
+# Its warnings and errors without the cells' progress bars, then its whole summary table.
+tr '\r' '\n' <"$smoke/stderr.txt" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g' \
+    | { grep -v -E '^[[:space:]]*$|[0-9]+%\|' || true; } | tail -n 20 | tee -a "$LOG"
+tee -a "$LOG" <"$smoke/summary.txt"
 rm -rf "$smoke"
+if [ "$smoke_status" -ne 0 ]; then
+    say "smoke run failed (status $smoke_status): not starting the grid"
+    exit "$smoke_status"
+fi
 
 # 2. The grid, within the budget (SIGINT: the bench stops, snapshots stay).
 say "grid: tfbind8 x $METHODS x seeds $SEEDS, preset $PRESET, $WORKERS workers, ${BUDGET_SECONDS}s"

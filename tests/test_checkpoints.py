@@ -52,7 +52,19 @@ def test_an_interrupted_fit_resumes_to_the_same_designs(tmp_path, monkeypatch):
     np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
     assert resumed.losses_ == reference.losses_
     assert resumed.fit_report()["validation"] == reference.fit_report()["validation"]
-    assert not snapshot.exists()  # removed once finished
+    # The finished training stays (a run killed while searching takes it from there): a fit
+    # from it takes no training step and restores the selected checkpoint.
+    assert snapshot.is_file()
+    monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", untouched)
+    again = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
+    again.resume_from(snapshot, every=0).fit(data)
+    np.testing.assert_array_equal(again.propose(16), reference.propose(16))
+    assert again.selected_epoch_ == reference.selected_epoch_
+    assert again.fit_report()["validation"] == reference.fit_report()["validation"]
+
+
+def untouched(*args, **kwargs):
+    raise AssertionError("trained again from a finished snapshot")
 
 
 def test_a_snapshot_of_another_run_is_ignored(tmp_path):
@@ -189,7 +201,14 @@ def test_baselines_resume_to_the_same_designs(tmp_path, monkeypatch, name, modul
     monkeypatch.setattr(method_module, hook, real)
     resumed = make_method(name, "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
-    assert resumed.losses_ == reference.losses_ and not snapshot.exists()
+    assert resumed.losses_ == reference.losses_
+    # The last epoch left the finished state: a fit from it (a run killed while proposing,
+    # rerun) takes no training step and gives the same designs.
+    assert snapshot.is_file()
+    monkeypatch.setattr(method_module, hook, untouched)
+    again = make_method(name, "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
+    np.testing.assert_array_equal(again.propose(16), reference.propose(16))
+    assert again.losses_ == reference.losses_
 
 
 def test_an_interrupted_cma_es_search_redoes_only_its_unfinished_runs(tmp_path, monkeypatch):
@@ -218,6 +237,39 @@ def test_an_interrupted_cma_es_search_redoes_only_its_unfinished_runs(tmp_path, 
     )
     resumed = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
     np.testing.assert_array_equal(resumed.propose(16), reference)
-    assert len(calls) == 2 and not snapshot.exists()  # groups 3 and 4 only; then removed
+    assert len(calls) == 2  # groups 3 and 4 only
+    # The finished search stays until the record is written: proposing again runs nothing.
+    calls.clear()
+    np.testing.assert_array_equal(resumed.propose(16), reference)
+    assert not calls
     # Another number of designs is another search: the snapshot of 16 is not used for 8.
     assert resumed.resume_from(snapshot, 0).propose(8).shape == (8, 12)
+    assert calls
+
+
+def test_a_cell_killed_while_proposing_does_not_train_again(tmp_path, monkeypatch):
+    """The snapshot outlives ``fit``: a cell stopped in its search, rerun, reuses the training;
+    it is removed once the designs are scored."""
+    from matchopt.bench.cells import Cell, run_cell
+    from matchopt.methods.matchopt import MatchOpt
+
+    monkeypatch.setenv("MATCHOPT_CHECKPOINT_SECONDS", "0")
+    cell = Cell("potts", "matchopt", 0, "quick", (("epochs", "4"),))
+    whole, designs = run_cell(cell, threads=1)
+    snapshot = cell.snapshot_path(tmp_path)
+    real_propose = MatchOpt.propose
+
+    def stopped(self, n=128):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(MatchOpt, "propose", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        run_cell(cell, threads=1, snapshot=snapshot)
+    assert snapshot.is_file()
+    monkeypatch.setattr(MatchOpt, "propose", real_propose)
+    monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", untouched)
+    record, again = run_cell(cell, threads=1, snapshot=snapshot)
+    np.testing.assert_array_equal(again, designs)
+    assert record.scores == whole.scores
+    assert record.extra["resumed"]["earlier_seconds"] > 0  # the training of the first sitting
+    assert not snapshot.exists()

@@ -7,7 +7,14 @@ atomically (a temporary file, then a rename) with ``torch.save`` and read with
 ``torch.load(weights_only=True)``: tensors and plain data only. A rerun of the same command finds
 the snapshot, checks that it belongs to the same run (method, config, seed and data, by a
 digest), restores it and trains the remaining epochs: the designs are the same as those of an
-uninterrupted run. The snapshot is removed once the run has finished.
+uninterrupted run.
+
+The last epoch always leaves a snapshot (the finished state), and it stays after ``fit``: a run
+killed after its training, while it searches or is scored, takes its trained model from there
+instead of training again. ``matchopt run`` and ``bench`` remove the snapshot once the run's
+designs are scored, before they write its record; a caller of
+:meth:`~matchopt.methods.Method.resume_from` removes it when its results are stored (a fit from
+a finished snapshot trains nothing and gives the same model).
 
 A snapshot also keeps the seconds the run had trained when it was written, over all sittings, so
 that a resumed run's record gives the time of the whole training (:attr:`TrainingCheckpoint.
@@ -140,7 +147,7 @@ def set_generator_state(rng: np.random.Generator, state: dict[str, Any]) -> None
 
 class LoopSnapshots:
     """Snapshots of one training loop: its parts (modules, optimizers, generators) restored at
-    the start and saved at the end of an epoch when due.
+    the start and saved at the end of an epoch when due, and at the end of the last.
 
     Usage in a method's ``fit`` (``parts`` by name; extra values such as losses go along)::
 
@@ -148,8 +155,7 @@ class LoopSnapshots:
         start = snapshots.start(losses)  # 0, or the epoch a killed run had reached
         for epoch in range(start, epochs):
             ...
-            snapshots.save(epoch + 1, epochs, losses=losses)
-        snapshots.finish()
+            snapshots.save(epoch + 1, epochs, losses=losses)  # when due, and after the last
 
     Does nothing for a method without a ``training_checkpoint``.
 
@@ -200,16 +206,12 @@ class LoopSnapshots:
         return self.saved.get("epoch", 0)
 
     def save(self, epoch: int, epochs: int, **values: Any) -> None:
-        """After ``epoch`` of ``epochs`` epochs: a snapshot if one is due (never after the last)."""
-        if self.checkpoint is None or epoch >= epochs or not self.checkpoint.due():
+        """After ``epoch`` of ``epochs`` epochs: a snapshot if one is due, and always after the
+        last (the finished state, kept until the run's record is written)."""
+        if self.checkpoint is None or (epoch < epochs and not self.checkpoint.due()):
             return
         parts = {name: self._state_of(part) for name, part in self.parts.items()}
         self.checkpoint.save(self.stage, {"parts": parts, "values": values, "epoch": epoch})
-
-    def finish(self) -> None:
-        """The fit is done: remove the snapshot."""
-        if self.checkpoint is not None:
-            self.checkpoint.remove()
 
 
 class TorchGlobalRNG:

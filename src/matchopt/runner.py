@@ -42,8 +42,9 @@ def run(
     ``extra.environment.torch_threads`` says how many: they change summation order, so the
     same seed gives the same designs with the same threads). With ``snapshot``, a resumable
     method keeps training snapshots in that file and continues from one left by a killed run
-    (:mod:`matchopt.checkpoints`). With ``ensemble_cache``, a Gaussian-ensemble method takes a
-    matching trained ensemble from that folder or leaves its own there
+    (:mod:`matchopt.checkpoints`); the file keeps the finished training when ``run`` returns
+    (remove it once the record is stored). With ``ensemble_cache``, a Gaussian-ensemble method
+    takes a matching trained ensemble from that folder or leaves its own there
     (:meth:`~matchopt.methods.Method.share_ensembles`; the same designs either way). ``device``
     is the torch device of the method (:func:`~matchopt.runtime.resolve_device`; default the
     CPU); the record says which device ran.

@@ -93,6 +93,7 @@ def run_cell(
 
     ``extra["cell_seconds"]`` of the record is the whole run: fit, search and scoring (with
     the training of earlier sittings, ``extra["resumed"]``, when it continued a killed run).
+    The ``snapshot`` file (:mod:`matchopt.checkpoints`) is removed once the designs are scored.
     """
     from matchopt.runner import run
 
@@ -111,6 +112,10 @@ def run_cell(
     )
     earlier = record.extra.get("resumed", {}).get("earlier_seconds", 0.0)
     record.extra["cell_seconds"] = time.perf_counter() - start + earlier
+    if snapshot is not None:
+        # Kept through the search and the scoring (a kill there reuses the trained model); the
+        # caller writes the record next.
+        snapshot.unlink(missing_ok=True)
     return record, designs
 
 

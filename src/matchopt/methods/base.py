@@ -173,6 +173,8 @@ class Method(ABC):
     def resume_from(self, path: str | os.PathLike, every: float | None = None) -> Method:
         """Keep training snapshots in ``path`` (every ``every`` seconds, default
         ``$MATCHOPT_CHECKPOINT_SECONDS`` or 300) and continue from one of this run if present.
+        The file keeps the finished training after ``fit`` (a killed search then needs no
+        retraining): remove it once the results are stored.
 
         Only methods with ``resumable`` use it; for the others it changes nothing. Returns self.
         """

@@ -522,7 +522,6 @@ class BONET(Method):
                 bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
                 snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
             bar.close()
-            snapshots.finish()
         model.eval()
         self.model_ = model
         self.data_ = data

@@ -231,7 +231,6 @@ class Coms(Method):
                 log_alpha=log_alpha.detach().clone(),
             )
         bar.close()
-        snapshots.finish()
         self.model_ = model
         self.alpha_ = float(log_alpha.detach().exp())
         self.step_size_ = step_size

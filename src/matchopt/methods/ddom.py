@@ -334,7 +334,6 @@ class Ddom(Method):
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
             snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
         bar.close()
-        snapshots.finish()
         net.eval()
         self.net_ = net
         self.data_ = data

@@ -403,7 +403,6 @@ class MatchOpt(Method):
             model = self._train(
                 features, scores, data, all_rows, self.selected_epoch_, stage="refit"
             )
-        LoopSnapshots(self, data).finish()  # finished: nothing to resume
         self.validator_ = validator
         self.checkpoints_ = selector.checkpoints
         model.eval()

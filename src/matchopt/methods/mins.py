@@ -340,7 +340,6 @@ class Mins(Method):
             bar.set_postfix(critic_loss=f"{self.losses_[-1]:.4f}", refresh=False)
             snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
         bar.close()
-        snapshots.finish()
         self.generator_.eval()
         self.critic_.eval()
         return self
