@@ -207,7 +207,7 @@ class LoopSnapshots:
 
     def save(self, epoch: int, epochs: int, **values: Any) -> None:
         """After ``epoch`` of ``epochs`` epochs: a snapshot if one is due, and always after the
-        last (the finished state, kept until the run's record is written)."""
+        last (the finished state, kept until the run's designs are scored)."""
         if self.checkpoint is None or (epoch < epochs and not self.checkpoint.due()):
             return
         parts = {name: self._state_of(part) for name, part in self.parts.items()}

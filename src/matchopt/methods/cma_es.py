@@ -209,8 +209,8 @@ class CmaEs(EnsembleSurrogateMethod):
             done = [group.numpy() for group in saved["groups"]] if saved else []
 
         def group_done(groups: list[np.ndarray]) -> None:
-            # When due, and after the last group: the finished search stays until the run's
-            # record is written (a kill while scoring does not redo it).
+            # When due, and after the last group: the finished search stays until the designs
+            # are scored (a kill while scoring does not redo it).
             finished = sum(len(g) for g in groups)
             if checkpoint is not None and (finished == n or checkpoint.due()):
                 checkpoint.save(stage, {"groups": [torch.from_numpy(g) for g in groups]})
