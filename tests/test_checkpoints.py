@@ -230,7 +230,7 @@ def test_an_interrupted_cma_es_search_redoes_only_its_unfinished_runs(tmp_path, 
     method = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
     with pytest.raises(KeyboardInterrupt):
         method.propose(16)
-    assert snapshot.is_file()
+    assert (tmp_path / "cma-es.search-16.pt").is_file()  # one file per stage: the search of 16
     calls.clear()
     monkeypatch.setattr(
         cma_module, "_lockstep_runs", lambda *a, **k: calls.append(1) or real(*a, **k)
@@ -245,6 +245,57 @@ def test_an_interrupted_cma_es_search_redoes_only_its_unfinished_runs(tmp_path, 
     # Another number of designs is another search: the snapshot of 16 is not used for 8.
     assert resumed.resume_from(snapshot, 0).propose(8).shape == (8, 12)
     assert calls
+    checkpoints.remove_snapshot(snapshot)
+    assert not list(tmp_path.glob("*.pt"))  # both searches' files
+
+
+def test_a_refit_killed_midway_keeps_its_finished_training(tmp_path, monkeypatch):
+    """MATCH-OPT with a refit runs two loops, each with its own file: a kill in the refit
+    resumes the refit, and the training before it is restored finished, not trained again."""
+    data = load_task("potts").offline
+    settings = {**SETTINGS, "refit": True}
+    starts, calls, stage = [], {"main": 0, "refit": 0}, ["main"]
+    real_start, real_loss = (
+        checkpoints.LoopSnapshots.start,
+        matchopt_module.fused_loss_and_gradients,
+    )
+
+    def recorded_start(self, losses):
+        stage[0] = self.stage
+        starts.append((self.stage, real_start(self, losses)))
+        return starts[-1][1]
+
+    def counted_loss(*args, **kwargs):
+        calls[stage[0]] += 1
+        if calls[stage[0]] == kill_at.get(stage[0]):
+            raise KeyboardInterrupt
+        return real_loss(*args, **kwargs)
+
+    monkeypatch.setattr(checkpoints.LoopSnapshots, "start", recorded_start)
+    monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", counted_loss)
+    kill_at = {}
+    reference = make_method("matchopt", "validated-quick", settings, seed=1).fit(data)
+    per_epoch = calls["refit"] // reference.selected_epoch_
+    assert reference.selected_epoch_ >= 3 and starts == [("main", 0), ("refit", 0)]
+
+    snapshot = tmp_path / "snapshot.pt"
+    kill_at, calls["main"], calls["refit"] = {"refit": 2 * per_epoch + 1}, 0, 0  # 3rd epoch
+    with pytest.raises(KeyboardInterrupt):
+        make_method("matchopt", "validated-quick", settings, seed=1).resume_from(
+            snapshot, every=0
+        ).fit(data)
+    assert snapshot.is_file() and (tmp_path / "snapshot.refit.pt").is_file()
+
+    kill_at, calls["main"], calls["refit"] = {}, 0, 0
+    starts.clear()
+    resumed = make_method("matchopt", "validated-quick", settings, seed=1)
+    resumed.resume_from(snapshot, every=0).fit(data)
+    assert starts == [("main", SETTINGS["epochs"]), ("refit", 2)] and calls["main"] == 0
+    np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
+    assert resumed.selected_epoch_ == reference.selected_epoch_
+    assert resumed.losses_ == reference.losses_
+    resumed.training_checkpoint.remove()
+    assert not list(tmp_path.glob("*.pt"))
 
 
 def test_a_cell_killed_while_proposing_does_not_train_again(tmp_path, monkeypatch):

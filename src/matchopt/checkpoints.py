@@ -7,7 +7,9 @@ atomically (a temporary file, then a rename) with ``torch.save`` and read with
 ``torch.load(weights_only=True)``: tensors and plain data only. A rerun of the same command finds
 the snapshot, checks that it belongs to the same run (method, config, seed and data, by a
 digest), restores it and trains the remaining epochs: the designs are the same as those of an
-uninterrupted run.
+uninterrupted run. A fit of several loops (MATCH-OPT's training, then its refit on all rows) keeps
+one file per loop (``seed0.pt``, ``seed0.refit.pt``), so a kill in a later loop keeps the earlier
+ones finished.
 
 The last epoch always leaves a snapshot (the finished state), and it stays after ``fit``: a run
 killed after its training, while it searches or is scored, takes its trained model from there
@@ -91,16 +93,22 @@ class TrainingCheckpoint:
         """Tie the snapshots to one run (see :func:`run_key`)."""
         self.key = key
 
+    def stage_path(self, stage: str) -> Path:
+        """The file of ``stage``: :attr:`path` for ``main``, ``<stem>.<stage><suffix>`` beside it
+        for the others."""
+        if stage == "main":
+            return self.path
+        return self.path.with_name(f"{self.path.stem}.{stage}{self.path.suffix}")
+
     def load(self, stage: str) -> dict[str, Any] | None:
         """The snapshot of ``stage`` of this run, or None (none, or one of another run)."""
-        if not self.path.is_file():
+        path = self.stage_path(stage)
+        if not path.is_file():
             return None
         try:
             # Onto the CPU: a snapshot written on a GPU then resumes on a CPU-only machine. Every
             # tensor is restored through load_state_dict, copy_ or set_state, which place it.
-            state = torch.load(
-                io.BytesIO(self.path.read_bytes()), map_location="cpu", weights_only=True
-            )
+            state = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
         except Exception:  # a foreign or broken file: start afresh, it is overwritten
             return None
         if not isinstance(state, dict) or state.get("key") != self.key:
@@ -129,11 +137,21 @@ class TrainingCheckpoint:
             buffer,
         )
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(self.path, buffer.getvalue())
+        atomic_write_bytes(self.stage_path(stage), buffer.getvalue())
         self._last = time.monotonic()
 
     def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
+        """Remove the files of every stage."""
+        remove_snapshot(self.path)
+
+
+def remove_snapshot(path: str | os.PathLike) -> None:
+    """Remove the snapshot ``path`` and those of its other stages
+    (:meth:`TrainingCheckpoint.stage_path`)."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    for stage_file in path.parent.glob(f"{path.stem}.*{path.suffix}"):
+        stage_file.unlink(missing_ok=True)
 
 
 def generator_state(rng: np.random.Generator) -> dict[str, Any]:

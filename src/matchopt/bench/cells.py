@@ -95,6 +95,7 @@ def run_cell(
     the training of earlier sittings, ``extra["resumed"]``, when it continued a killed run).
     The ``snapshot`` file (:mod:`matchopt.checkpoints`) is removed once the designs are scored.
     """
+    from matchopt.checkpoints import remove_snapshot
     from matchopt.runner import run
 
     start = time.perf_counter()
@@ -115,7 +116,7 @@ def run_cell(
     if snapshot is not None:
         # Kept through the search and the scoring (a kill there reuses the trained model); the
         # caller writes the record next.
-        snapshot.unlink(missing_ok=True)
+        remove_snapshot(snapshot)
     return record, designs
 
 
