@@ -324,3 +324,15 @@ def test_a_cell_killed_while_proposing_does_not_train_again(tmp_path, monkeypatc
     assert record.scores == whole.scores
     assert record.extra["resumed"]["earlier_seconds"] > 0  # the training of the first sitting
     assert not snapshot.exists()
+
+
+def test_remove_snapshot_removes_its_stages_only(tmp_path):
+    names = ["run[1].pt", "run[1].refit.pt", "run1.refit.pt", "run[1]0.refit.pt", "other.pt"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    checkpoints.remove_snapshot(tmp_path / "run[1].pt")  # glob characters in the name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "other.pt",
+        "run1.refit.pt",
+        "run[1]0.refit.pt",
+    ]

@@ -26,6 +26,7 @@ earlier_seconds`), not only that of its last sitting.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import hashlib
 import io
 import json
@@ -150,7 +151,7 @@ def remove_snapshot(path: str | os.PathLike) -> None:
     (:meth:`TrainingCheckpoint.stage_path`)."""
     path = Path(path)
     path.unlink(missing_ok=True)
-    for stage_file in path.parent.glob(f"{path.stem}.*{path.suffix}"):
+    for stage_file in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
         stage_file.unlink(missing_ok=True)
 
 
