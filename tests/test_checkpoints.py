@@ -294,7 +294,7 @@ def test_a_refit_killed_midway_keeps_its_finished_training(tmp_path, monkeypatch
     np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
     assert resumed.selected_epoch_ == reference.selected_epoch_
     assert resumed.losses_ == reference.losses_
-    resumed.training_checkpoint.remove()
+    checkpoints.remove_snapshot(snapshot)
     assert not list(tmp_path.glob("*.pt"))
 
 

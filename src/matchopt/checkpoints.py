@@ -141,10 +141,6 @@ class TrainingCheckpoint:
         atomic_write_bytes(self.stage_path(stage), buffer.getvalue())
         self._last = time.monotonic()
 
-    def remove(self) -> None:
-        """Remove the files of every stage."""
-        remove_snapshot(self.path)
-
 
 def remove_snapshot(path: str | os.PathLike) -> None:
     """Remove the snapshot ``path`` and those of its other stages
