@@ -110,7 +110,7 @@ def write_morphology(root: Path, task_cls, env_cls, n: int = 40, seed: int = 0):
 def make_task(name: str, root: Path) -> Task:
     """Every registered task on a tiny fixture under ``root`` (embedded tasks as they are)."""
     root = Path(root)
-    if name in ("styblinski-tang", "potts"):
+    if TASKS[name].embedded:
         return load_task(name)
     if name in ("tfbind8", "tfbind10"):
         write_sequences(root, TASKS[name], n_rows=400 if name == "tfbind8" else 840)

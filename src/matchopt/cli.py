@@ -2,12 +2,13 @@
 
     matchopt run [--task T] [--method M] [--seeds 0,1,2,3] [--preset paper|quick]
                  [--data-dir D] [--out DIR] [--set key=value ...] [--json]
-    matchopt bench --tasks T1,T2 --methods M1,M2 --seeds 0,1,2,3 --out DIR [--preset P]
+    matchopt bench --tasks T1,T2 | --suite S --methods M1,M2 --seeds 0,1,2,3 --out DIR [--preset P]
                    [--backend local|ray] [--workers N] [--ray-address ADDR] [--set key=value ...]
     matchopt report DIR [--percentiles 100,50] [--format md|latex|csv] [--plots DIR]
     matchopt study gradient-error [--out DIR] [--seed S] [--epochs E] ...
     matchopt study checkpoint-selection --task T[,T2] --seeds 0,1 --every K [--split random|top]
     matchopt study search-step --task T[,T2] --seeds 0,1 [--scales 1,2,4,8,16]
+    matchopt study search-settings --grid KEY=V1,V2 [--grid ...] --task T[,T2] | --suite S
     matchopt optimize DATA --target COL [--minimize] [--categorical A,B] [--sequence COL]
                       [--method M] [--n 128] [--out proposals.csv] [--save-model PATH] ...
     matchopt propose --model PATH [--n 128] [--out proposals.csv]
@@ -42,7 +43,16 @@ from matchopt.runtime import (
     resolve_device,
     set_threads,
 )
-from matchopt.tasks import DATA_DIR_ENV, DEFAULT_TASK, TASKS, Task, load_task, resolve_data_dir
+from matchopt.tasks import (
+    DATA_DIR_ENV,
+    DEFAULT_TASK,
+    SUITES,
+    TASKS,
+    Task,
+    get_suite,
+    load_task,
+    resolve_data_dir,
+)
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
 from matchopt.validation import SPLITS
 
@@ -125,7 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     p_bench = sub.add_parser(
         "bench", help="run a grid of tasks x methods x seeds; resumable, one record per cell"
     )
-    p_bench.add_argument("--tasks", required=True, help="comma-separated task names")
+    which = p_bench.add_mutually_exclusive_group(required=True)
+    which.add_argument("--tasks", help="comma-separated task names")
+    which.add_argument(
+        "--suite", choices=tuple(SUITES), help="a named set of tasks (`matchopt tasks` lists them)"
+    )
     p_bench.add_argument("--methods", required=True, help="comma-separated method names")
     p_bench.add_argument("--seeds", default="0,1,2,3", help="comma-separated (default 0,1,2,3)")
     p_bench.add_argument("--out", required=True, help="results folder (reruns skip its records)")
@@ -156,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_report.add_argument("--format", default="md", choices=FORMATS, help="default: md")
     p_report.add_argument("--plots", default=None, help="folder for PNG figures and their CSVs")
     p_report.add_argument("--tasks", default=None, help="only these tasks (comma-separated)")
+    p_report.add_argument(
+        "--suite", default=None, choices=tuple(SUITES), help="only the tasks of this suite"
+    )
     p_report.add_argument("--methods", default=None, help="only these methods (comma-separated)")
 
     p_study = sub.add_parser("study", help="the paper's synthetic studies")
@@ -209,6 +226,35 @@ def build_parser() -> argparse.ArgumentParser:
     p_step.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
     p_step.add_argument("--out", default="study-search-step", help="folder for outputs")
     add_threads_option(p_step)
+
+    p_settings = studies.add_parser(
+        "search-settings",
+        help="one training per task and seed, searched with a grid of settings (oracle-scored)",
+    )
+    p_settings.add_argument(
+        "--method", default="matchopt-ens", help="method name (default matchopt-ens)"
+    )
+    p_settings.add_argument(
+        "--grid",
+        action="append",
+        required=True,
+        metavar="KEY=V1,V2",
+        help="a search field and its values, e.g. --grid search_step=0.1,0.3 (repeatable)",
+    )
+    p_settings.add_argument("--task", default=DEFAULT_TASK, help="task name(s), comma-separated")
+    p_settings.add_argument(
+        "--suite", default=None, choices=tuple(SUITES), help="the tasks of this suite"
+    )
+    p_settings.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
+    p_settings.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
+    p_settings.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override"
+    )
+    p_settings.add_argument(
+        "--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})"
+    )
+    p_settings.add_argument("--out", default="study-search-settings", help="folder for outputs")
+    add_threads_option(p_settings)
 
     p_data = sub.add_parser("data", help="fetch design-bench data files or show which are here")
     data_sub = p_data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
@@ -291,7 +337,7 @@ def _run_one(cell: Cell, task: Task, out: Path, args: argparse.Namespace) -> Run
 
 def cmd_bench(args: argparse.Namespace) -> int:
     grid = Grid(
-        tasks=_names(args.tasks, "--tasks"),
+        tasks=list(get_suite(args.suite)) if args.suite else _names(args.tasks, "--tasks"),
         methods=_names(args.methods, "--methods"),
         seeds=parse_seeds(args.seeds),
         preset=args.preset,
@@ -318,12 +364,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.tasks and args.suite:
+        raise MatchoptError("give --tasks or --suite, not both")
+    tasks = _names(args.tasks, "--tasks") if args.tasks else None
+    if args.suite:
+        tasks = list(get_suite(args.suite))
     text = write_report(
         args.dir,
         parse_numbers(args.percentiles, "--percentiles"),
         args.format,
         args.plots,
-        tasks=_names(args.tasks, "--tasks") if args.tasks else None,
+        tasks=tasks,
         methods=_names(args.methods, "--methods") if args.methods else None,
     )
     print(text, end="")
@@ -337,6 +388,8 @@ def cmd_study(args: argparse.Namespace) -> int:
         return _checkpoint_selection_study(args)
     if args.study == "search-step":
         return _search_step_study(args)
+    if args.study == "search-settings":
+        return _search_settings_study(args)
     from matchopt.studies.gradient_error import format_summary, run_gradient_error_study
 
     summary = run_gradient_error_study(
@@ -402,6 +455,36 @@ def _search_step_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search_settings_study(args: argparse.Namespace) -> int:
+    from matchopt.studies.checkpoint_selection import format_table
+    from matchopt.studies.search_settings import run_search_settings_study
+
+    grid: dict[str, list[str]] = {}
+    for item in args.grid:
+        key, sep, values = item.partition("=")
+        names = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not key.strip() or not names:
+            raise MatchoptError(f"malformed --grid {item!r}: expected key=value1,value2")
+        if key.strip() in grid:
+            raise MatchoptError(f"--grid names {key.strip()!r} twice")
+        grid[key.strip()] = names
+    rules = run_search_settings_study(
+        args.method,
+        grid,
+        list(get_suite(args.suite)) if args.suite else _names(args.task, "--task"),
+        parse_seeds(args.seeds),
+        args.out,
+        preset=args.preset,
+        overrides=parse_set_options(args.set),
+        data_dir=args.data_dir,
+        progress=True,
+    )
+    print("Mean oracle scores of each combination of search settings (study only):")
+    print(format_table(rules))
+    print(f"CSV and PNG in {args.out}", file=sys.stderr)
+    return 0
+
+
 def parse_numbers(text: str, option: str) -> list[float]:
     try:
         numbers = [float(v) for v in text.split(",") if v.strip()]
@@ -439,6 +522,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             f"{name:<16} {cls.space.describe():<20} {cls.offline_size:>12,}  "
             f"{cls.data_status(data_dir):<9} {cls.summary}"
         )
+    for suite, names in SUITES.items():
+        print(f"\nsuite {suite} (`matchopt bench --suite {suite}`): {', '.join(names)}")
     return 0
 
 

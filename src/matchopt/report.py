@@ -200,6 +200,25 @@ def rank_distribution(
     return pd.concat(parts, ignore_index=True)[["q", "task", "method", "rank", "n_ranked"]]
 
 
+def rank_table(records: Sequence[RunRecord], percentiles: Iterable[float] = (100, 50)):
+    """Each method's rank on each task and its MNR, at each percentile (the ranks figure).
+
+    Returns:
+        Columns q, task, method, rank, n_ranked, mnr (the method's MNR at q); ranked cells only.
+    """
+    summary = summarize(records_frame(records, percentiles))
+    parts = []
+    for q in check_percentiles(percentiles):
+        means = mean_matrix(summary, q)
+        ranks = rank_methods(means)
+        long = ranks.stack().dropna().rename("rank").reset_index()
+        long["n_ranked"] = long["task"].map(ranks.count(axis=1)).astype("int64")
+        long["mnr"] = long["method"].map(mean_normalized_rank(means))
+        long.insert(0, "q", q)
+        parts.append(long)
+    return pd.concat(parts, ignore_index=True)
+
+
 def runtime_summary(records: Sequence[RunRecord]) -> pd.DataFrame:
     """Wall seconds (fit + search) per seed: columns task, method, mean, std, n_seeds."""
     summary = summarize(records_frame(records, (100,)), value="wall_seconds")
@@ -696,6 +715,33 @@ def _new_figure(width: float, height: float, ncols: int = 1):
     return figure, axes
 
 
+def _rank_heatmap(ax, rows: pd.DataFrame, q: float) -> None:
+    """Methods (best MNR on top) x tasks, each cell its rank on the task; MNR in the last column."""
+    mnr = rows.groupby("method")["mnr"].first().sort_values(kind="stable")
+    tasks = sorted(rows["task"].unique())
+    ranks = rows.pivot(index="method", columns="task", values="rank").reindex(
+        index=mnr.index, columns=tasks
+    )
+    scaled = ranks.div(rows.groupby("task")["n_ranked"].first(), axis=1)
+    ax.imshow(scaled.to_numpy(dtype=float), cmap="RdYlGn_r", vmin=0, vmax=1, aspect="auto")
+    for i, method in enumerate(ranks.index):
+        for j, task in enumerate(tasks):
+            value = ranks.loc[method, task]
+            ax.text(
+                j,
+                i,
+                "–" if np.isnan(value) else f"{value:.0f}",
+                ha="center",
+                va="center",
+                fontsize="small",
+            )
+        ax.text(len(tasks), i, f"{mnr[method]:.3f}", ha="center", va="center", fontsize="small")
+    ax.set_xticks(range(len(tasks) + 1), [*tasks, "MNR"], rotation=60, ha="right")
+    ax.set_yticks(range(len(ranks.index)), list(ranks.index))
+    ax.set_xlim(-0.5, len(tasks) + 0.5)
+    ax.set_title(f"Rank per task at percentile {q:g} (1 = best)", fontsize="medium")
+
+
 def write_figures(
     records: Sequence[RunRecord], plots_dir: str | Path, percentiles: Iterable[float] = (100, 50)
 ) -> list[Path]:
@@ -705,6 +751,8 @@ def write_figures(
       0..100 (paper Fig. 3); the numbers of :func:`percentile_curves`.
     - ``rank_distribution``: box plots of each method's rank across tasks at each requested
       percentile (paper Fig. 5); the numbers of :func:`rank_distribution`.
+    - ``ranks_per_task``: each method's rank on each task at each requested percentile, and its
+      MNR (methods sorted by MNR); the numbers of :func:`rank_table`.
     - ``runtime``: mean wall seconds per seed of each method on each task (log scale); the
       numbers of :func:`runtime_summary`.
 
@@ -800,6 +848,15 @@ def write_figures(
         )
         ax.invert_yaxis()
     save(figure, ranks, "rank_distribution")
+
+    table = rank_table(records, qs)
+    n_methods = table["method"].nunique()
+    figure, axes = _new_figure(
+        (0.62 * table["task"].nunique() + 3.2) * len(qs), 0.32 * n_methods + 1.6, ncols=len(qs)
+    )
+    for ax, q in zip(axes, qs):
+        _rank_heatmap(ax, table[table["q"] == q], q)
+    save(figure, table, "ranks_per_task")
 
     times = runtime_summary(records)
     methods = sorted(times["method"].unique())

@@ -77,3 +77,37 @@ def gradient_ascent(
         (x.grad,) = torch.autograd.grad(-score(x).sum(), x)
         opt.step()
     return x.detach()
+
+
+def gradient_ascent_path(
+    score: Callable[[torch.Tensor], torch.Tensor],
+    x0: torch.Tensor,
+    steps: int,
+    lr: float,
+    every: int = 1,
+    low: torch.Tensor | None = None,
+    high: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Adam ascent of ``score`` from each row of ``x0``, keeping the points along the way.
+
+    The same updates as :func:`gradient_ascent` with ``optimizer="adam"``; with ``low`` and
+    ``high`` (d,), every point is projected into that box after each step.
+
+    Returns:
+        (m x n x d) points, detached: ``x0`` first, then the points after every ``every``
+        steps, and the final point (after ``steps`` steps) last.
+    """
+    if every < 1:
+        raise MatchoptError(f"every must be >= 1, got {every}")
+    x = x0.detach().clone().requires_grad_(True)
+    opt = torch.optim.Adam([x], lr=lr)
+    points = [x0.detach().clone()]
+    for step in range(1, steps + 1):
+        (x.grad,) = torch.autograd.grad(-score(x).sum(), x)
+        opt.step()
+        if low is not None or high is not None:
+            with torch.no_grad():
+                x.clamp_(low, high)
+        if step % every == 0 or step == steps:
+            points.append(x.detach().clone())
+    return torch.stack(points)

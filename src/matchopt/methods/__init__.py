@@ -18,6 +18,7 @@ from matchopt.methods.coms import Coms
 from matchopt.methods.ddom import Ddom
 from matchopt.methods.gradient_ascent import GradientAscent
 from matchopt.methods.matchopt import MatchOpt, MatchOptConfig
+from matchopt.methods.matchopt_ensemble import MatchOptEnsemble
 from matchopt.methods.mins import Mins
 from matchopt.methods.random_designs import RandomDesigns
 from matchopt.methods.roma import Roma
@@ -27,6 +28,15 @@ METHODS: dict[str, MethodEntry] = {
     "matchopt": MethodEntry(MatchOpt, "MATCH-OPT: gradient-matching surrogate + gradient ascent"),
     "matchopt-noreg": MethodEntry(
         MatchOpt, "MATCH-OPT without the value regularizer (ablation, alpha = 0)", {"alpha": 0.0}
+    ),
+    "matchopt-ens": MethodEntry(
+        MatchOptEnsemble,
+        "MATCH-OPT ensemble: 5 gradient-matching surrogates, pessimistic search, per-path stop",
+    ),
+    "matchopt-ens-rank": MethodEntry(
+        MatchOptEnsemble,
+        "MATCH-OPT ensemble with a ListNet ranking term in every member's loss",
+        {"rank_weight": 1.0},
     ),
     "coms": MethodEntry(Coms, "COMs: conservative objective model + gradient ascent"),
     "bdi": MethodEntry(BDI, "BDI: bidirectional NTK losses minimized from the top designs"),

@@ -216,15 +216,23 @@ def line_integral_estimates(
     return ((grads * dx[:, None, :]).sum(-1) * w).sum(-1)
 
 
+def listnet_loss(values: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """ListNet's top-one loss (Cao et al., ICML 2007; the ranking surrogate of RaM, ICLR 2025):
+    cross-entropy between ``softmax(y)`` and ``softmax(values)`` over one list (a trajectory)."""
+    return -(torch.softmax(y, 0) * torch.log_softmax(values, 0)).sum()
+
+
 def gradient_matching_loss(
     model: torch.nn.Module,
     x: torch.Tensor,
     y: torch.Tensor,
     rule: QuadratureRule | None,
     alpha: float,
+    rank_weight: float = 0.0,
 ) -> torch.Tensor:
     """Paper eq. 14 on one trajectory: mean over pairs of ``(dz - estimate)^2``
-    + ``alpha * mean((g_phi(x) - y)^2)``.
+    + ``alpha * mean((g_phi(x) - y)^2)``, + ``rank_weight`` times :func:`listnet_loss` of the
+    trajectory's values (0 in the paper).
 
     Args:
         model: the surrogate.
@@ -232,11 +240,14 @@ def gradient_matching_loss(
         y: their normalized scores (T,).
         rule: quadrature rule (``None`` = exact).
         alpha: weight of the value regularizer.
+        rank_weight: weight of the ListNet ranking term.
     """
     matching = (line_integral_estimates(model, x, rule) - (y[1:] - y[:-1])).pow(2).mean()
-    if alpha == 0:
+    if alpha == 0 and rank_weight == 0:
         return matching
-    return matching + alpha * (model(x) - y).pow(2).mean()
+    values = model(x)
+    loss = matching + alpha * (values - y).pow(2).mean()
+    return loss + rank_weight * listnet_loss(values, y) if rank_weight else loss
 
 
 def _leaky_relu_derivative(a: torch.Tensor, slope: float) -> torch.Tensor:
@@ -251,7 +262,12 @@ def _leaky_relu_derivative(a: torch.Tensor, slope: float) -> torch.Tensor:
 
 @torch.no_grad()
 def fused_loss_and_gradients(
-    model: MLP, x: torch.Tensor, y: torch.Tensor, rule: QuadratureRule, alpha: float
+    model: MLP,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    rule: QuadratureRule,
+    alpha: float,
+    rank_weight: float = 0.0,
 ) -> float:
     """Same loss as :func:`gradient_matching_loss` for an :class:`MLP`, gradients in closed form.
 
@@ -300,6 +316,10 @@ def fused_loss_and_gradients(
     residual = estimates - (y[1:] - y[:-1])
     value_residual = values - y
     loss = residual.pow(2).mean() + alpha * value_residual.pow(2).mean()
+    if rank_weight:
+        log_p_values = torch.log_softmax(values, 0)
+        p_y = torch.softmax(y, 0)
+        loss = loss - rank_weight * (p_y * log_p_values).sum()
 
     # Backward of the matching term (masks are constant: only the weights in g and u matter).
     d_est = 2.0 * residual / n_pairs
@@ -317,8 +337,10 @@ def fused_loss_and_gradients(
     grads[head.weight] += (d_g * masks[-1]).sum(0, keepdim=True)
 
     # Backward of the value term: an ordinary MLP backward pass on the trajectory rows.
-    if alpha != 0:
+    if alpha != 0 or rank_weight:
         d_values = 2.0 * alpha * value_residual / n_points
+        if rank_weight:  # ListNet: d/dv of -sum p_y log softmax(v) is softmax(v) - p_y
+            d_values = d_values + rank_weight * (log_p_values.exp() - p_y)
         grads[head.weight] += d_values[None, :] @ acts[-1][:n_points]
         grads[head.bias] += d_values.sum()
         d_a = d_values[:, None] * head.weight * masks[-1][:n_points]
@@ -420,19 +442,24 @@ class MatchOpt(Method):
         validator: Validator | None = None,
         selector: CheckpointSelector | None = None,
         stage: str = "main",
+        seed: int | None = None,
+        rank_weight: float = 0.0,
     ) -> MLP:
         """Algorithm 1 on the offline ``rows`` for ``epochs`` epochs; returns the surrogate.
 
         With a validator, the surrogate is scored after every ``validation_every`` epochs and
         after the last, and ``selector`` sees each score. With a ``training_checkpoint``, the
         loop saves its state at the end of an epoch when one is due and starts from a saved
-        state of this run (``stage`` tells the main training from the refit).
+        state of this run (``stage`` tells the main training from the refit, or ensemble
+        members apart). ``seed`` (default: the method's) seeds the initialization and the
+        trajectories; ``rank_weight`` adds :func:`listnet_loss` (0 in the paper).
         """
         config = self.config_
+        seed = self.seed if seed is None else seed
         rule = quadrature_rule(config.quadrature, config.kappa)
         buckets = [rows[b] for b in rank_buckets(data.y[rows], config.trajectory_length)]
-        rng = np.random.default_rng(self.seed)
-        with seeded_torch_rng(self.seed):
+        rng = np.random.default_rng(seed)
+        with seeded_torch_rng(seed):
             model = MLP(features.shape[1], config.hidden, config.negative_slope)
         model.to(features.device)
         optimizer = adam(model.parameters(), lr=config.lr)
@@ -461,10 +488,12 @@ class MatchOpt(Method):
             trajectories = torch.from_numpy(sample_trajectories(buckets, rng)).to(features.device)
             for x, y_path in zip(features[trajectories], scores[trajectories]):
                 if fused:
-                    epoch_loss += fused_loss_and_gradients(model, x, y_path, rule, config.alpha)
+                    epoch_loss += fused_loss_and_gradients(
+                        model, x, y_path, rule, config.alpha, rank_weight
+                    )
                 else:
                     optimizer.zero_grad()
-                    loss = gradient_matching_loss(model, x, y_path, rule, config.alpha)
+                    loss = gradient_matching_loss(model, x, y_path, rule, config.alpha, rank_weight)
                     loss.backward()
                     epoch_loss += loss.item()
                 optimizer.step()

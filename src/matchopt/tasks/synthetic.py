@@ -3,75 +3,38 @@
 Both follow design-bench's recipe: draw a "full dataset" of designs uniformly from the design
 space with a fixed seed, score it with the closed-form function, and keep the rows at or below
 a percentile as the offline set. Normalized scores use the full sample's min and max, so a
-design better than every sampled one scores above 1.
+design better than every sampled one scores above 1. Styblinski-Tang is one of the BoTorch
+function tasks (:class:`~matchopt.tasks.botorch_functions.BoTorchFunctionTask` holds its recipe).
 """
 
 from __future__ import annotations
 
-import math
-from functools import lru_cache
-
 import numpy as np
-import torch
 
 from matchopt.data import DesignSpace
 from matchopt.tasks.base import Task
+from matchopt.tasks.botorch_functions import BoTorchFunctionTask
 from matchopt.tasks.shards import offline_mask
 
 
-@lru_cache(maxsize=4)
-def _styblinski_tang(dim: int):
-    """BoTorch's Styblinski-Tang in ``dim`` dimensions, negated (to be maximized).
-
-    Unbounded: BoTorch refuses designs outside [-5, 5]^d, which a search may propose and the
-    oracle must still score (the function is defined everywhere).
-    """
-    from botorch.test_functions import StyblinskiTang as BoTorchStyblinskiTang
-
-    return BoTorchStyblinskiTang(dim=dim, negate=True, bounds=[(-math.inf, math.inf)] * dim)
-
-
-class StyblinskiTang(Task):
+class StyblinskiTang(BoTorchFunctionTask):
     """Negated Styblinski-Tang function in 10 dimensions (continuous, the CLI's default task).
 
     ``f(x) = -1/2 * sum_i (x_i^4 - 16 x_i^2 + 5 x_i)`` on ``[-5, 5]^10``; maximum
     ``39.16617 * 10`` at ``x_i = -2.903534``; many local maxima (each coordinate has two).
     Full data: 5,000 uniform draws (seed 0); offline set: y <= their 50th percentile (2,500 rows).
+    The recipe (data, oracle, gradient) is :class:`BoTorchFunctionTask`'s.
     """
 
     name = "styblinski-tang"
     summary = "negated Styblinski-Tang, 10-d continuous, known gradient (embedded)"
     space = DesignSpace.continuous(10)
     offline_size = 2_500
-    embedded = True
+    botorch_name = "StyblinskiTang"
     bounds = (-5.0, 5.0)
     n_full, max_percentile, data_seed = 5_000, 50.0, 0
     optimum_x = -2.903534
     optimum_value = 39.16616570377142 * 10
-
-    def _load(self):
-        rng = np.random.default_rng(self.data_seed)
-        x = rng.uniform(*self.bounds, size=(self.n_full, self.space.shape[0])).astype(np.float32)
-        y = self.function(x)
-        keep = offline_mask(y, self.max_percentile)
-        return x[keep], y[keep], y
-
-    @staticmethod
-    def function(x: np.ndarray) -> np.ndarray:
-        """Values (n,) in float64: BoTorch's ``StyblinskiTang(negate=True)``."""
-        x = torch.as_tensor(np.asarray(x, dtype=np.float64))
-        with torch.no_grad():
-            return _styblinski_tang(x.shape[-1])(x).numpy()
-
-    @staticmethod
-    def gradient(x: np.ndarray) -> np.ndarray:
-        """Gradient of :meth:`function` (n x d), by autograd through BoTorch's function."""
-        x = torch.as_tensor(np.asarray(x, dtype=np.float64)).requires_grad_(True)
-        (grad,) = torch.autograd.grad(_styblinski_tang(x.shape[-1])(x).sum(), x)
-        return grad.numpy()
-
-    def _score(self, designs: np.ndarray) -> np.ndarray:
-        return self.function(designs)
 
 
 class ChainPotts(Task):

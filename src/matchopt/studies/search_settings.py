@@ -1,0 +1,254 @@
+"""Which search settings should a method freeze? One training, many searches, scored by oracle.
+
+A method's search fields (step, starts, pessimism...) do not change its training, so one fitted
+method per task and seed can be searched with every combination of a grid of settings. This
+study does that on development tasks and ranks the combinations by a criterion fixed in
+advance (docs/suite.md), so that one combination can be frozen into the method's defaults
+before the method meets any task it is confirmed on.
+
+Read top to bottom:
+
+1. **Training** (one per task and seed): the method with ``preset`` and ``overrides``.
+2. **Search and oracle** (the study only): for each combination of the grid, the method's 128
+   designs, scored by the task's oracle. The studies (this module,
+   :mod:`~matchopt.studies.search_step`, :mod:`~matchopt.studies.checkpoint_selection`) are
+   the only code that scores designs of alternative settings with an oracle; their outputs
+   label those columns ``oracle_*``. Also recorded without the oracle: the share of designs
+   equal to an offline row (``offline_rows``).
+3. **Rules**: per combination the mean oracle p100/p50 per task, its rank among the
+   combinations on each task at p50 and at p100 (1 = best, ties share the better rank),
+   ``mean rank`` = the mean over tasks of (p50 rank + p100 rank) / 2, and ``p50 above offline``
+   = the number of tasks where its mean p50 beats the best offline row (a rank alone ignores how
+   far a combination falls: a collapse on one task costs it no more than a narrow loss). Best
+   first: most tasks above the offline best, then the lowest mean rank, then the better mean p50
+   rank, then the order of the grid as given (put the cheaper or more conservative values
+   first).
+
+Outputs in ``out`` (atomic; a finished (task, seed) is kept and skipped on a rerun):
+``<task>/seed<k>.csv``, ``settings.csv`` (all rows), ``rules.csv`` (best first) and
+``search-settings.png`` (oracle p50 and p100 of every combination, per task).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from matchopt.errors import MatchoptError
+from matchopt.evaluation import percentile
+from matchopt.io import atomic_write_bytes, check_output_folder
+from matchopt.methods import build_config, get_method_entry, make_method
+from matchopt.tasks import Task, load_task
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+N_DESIGNS = 128
+
+
+def combinations(grid: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, in the order given (last field fastest)."""
+    names = list(grid)
+    return [dict(zip(names, values)) for values in itertools.product(*grid.values())]
+
+
+def setting_name(setting: Mapping[str, Any]) -> str:
+    """``pessimism=1,search_step=0.3``: a combination as one string (a table's row label)."""
+    return ",".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in setting.items()
+    )
+
+
+def study_seed(
+    task: Task,
+    method_name: str,
+    seed: int,
+    grid: Mapping[str, Sequence[Any]],
+    preset: str = "paper",
+    overrides: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """One training of ``method_name`` on ``task``, searched with every combination of ``grid``.
+
+    Returns:
+        One row per combination: ``setting``, ``offline_rows`` (share of designs equal to an
+        offline row), ``offline_best`` (the best offline row's normalized score),
+        ``oracle_p100``, ``oracle_p50``.
+    """
+    import pandas as pd
+
+    method = make_method(method_name, preset, dict(overrides or {}), seed=seed)
+    method.fit(task.offline)
+    offline = {row.tobytes() for row in np.ascontiguousarray(task.offline.x)}
+    rows = []
+    for setting in combinations(grid):
+        method.set_params(**{f"config__{k}": v for k, v in setting.items()})
+        designs = method.propose(N_DESIGNS).astype(task.offline.x.dtype)
+        scores = task.normalize(task.score(designs))
+        rows.append(
+            {
+                "task": task.name,
+                "seed": seed,
+                "setting": setting_name(setting),
+                "offline_rows": float(
+                    np.mean([row.tobytes() in offline for row in np.ascontiguousarray(designs)])
+                ),
+                "offline_best": float(task.normalize(task.offline.y.max())),
+                "oracle_p100": percentile(scores, 100),
+                "oracle_p50": percentile(scores, 50),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def rule_table(frame: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    """Per combination: mean oracle p100/p50 per task, mean ranks (module notes), best first.
+
+    ``order``: the combinations' names in grid order (the last tie-break).
+    """
+    means = frame.groupby(["setting", "task"])[["oracle_p100", "oracle_p50"]].mean()
+    table = means.unstack("task")
+    table.columns = [f"{task} {col.removeprefix('oracle_')}" for col, task in table.columns]
+    p50 = means["oracle_p50"].unstack("task").round(12)
+    p100 = means["oracle_p100"].unstack("task").round(12)
+    p50_rank = p50.rank(ascending=False, method="min")
+    p100_rank = p100.rank(ascending=False, method="min")
+    table["mean p50 rank"] = p50_rank.mean(axis=1)
+    table["mean p100 rank"] = p100_rank.mean(axis=1)
+    table["mean rank"] = ((p50_rank + p100_rank) / 2).mean(axis=1)
+    offline_best = frame.groupby("task")["offline_best"].first()
+    table["p50 above offline"] = p50.gt(offline_best, axis=1).sum(axis=1)
+    table["seeds"] = frame.groupby("setting")["seed"].nunique()
+    table["grid order"] = [list(order).index(s) for s in table.index]
+    table = table.sort_values(
+        ["p50 above offline", "mean rank", "mean p50 rank", "grid order"],
+        ascending=[False, True, True, True],
+        kind="stable",
+    )
+    return table.drop(columns="grid order")
+
+
+def _figure_png(frame: pd.DataFrame, order: Sequence[str]) -> bytes:
+    """Oracle p50 (top) and p100 (bottom) of every combination (x axis), one column per task."""
+    from matplotlib.figure import Figure
+
+    tasks = list(dict.fromkeys(frame["task"]))
+    fig = Figure(figsize=(2.6 * len(tasks) + 1.2, 7.0), layout="constrained")
+    axes = fig.subplots(2, len(tasks), squeeze=False, sharex=True)
+    positions = {name: i for i, name in enumerate(order)}
+    for column, task in enumerate(tasks):
+        data = frame[frame["task"] == task]
+        for row, score in enumerate(("oracle_p50", "oracle_p100")):
+            ax = axes[row][column]
+            x = data["setting"].map(positions)
+            ax.scatter(x, data[score], color="0.6", s=8)
+            mean = data.groupby("setting")[score].mean()
+            ax.plot(
+                [positions[s] for s in order if s in mean.index],
+                [mean[s] for s in order if s in mean.index],
+                color="C0",
+                marker="o",
+                lw=1,
+                ms=3,
+            )
+            ax.grid(alpha=0.3)
+            if row == 0:
+                ax.set_title(task, fontsize="medium")
+            else:
+                ax.set_xticks(range(len(order)), order, rotation=90, fontsize="x-small")
+            if column == 0:
+                ax.set_ylabel(f"{score.removeprefix('oracle_')} (oracle, study only)")
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def run_search_settings_study(
+    method_name: str,
+    grid: Mapping[str, Sequence[Any]],
+    tasks: Sequence[str],
+    seeds: Sequence[int],
+    out_dir: str | Path,
+    preset: str = "paper",
+    overrides: Mapping[str, Any] | None = None,
+    data_dir: str | Path | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run (or resume) the study, write its tables and figure; returns the rule table.
+
+    Raises:
+        MatchoptError: an unknown method or field, a value the field refuses, a field that is
+            also overridden, bad seeds, or a folder holding a study of other settings.
+    """
+    import pandas as pd
+
+    entry = get_method_entry(method_name)
+    if not grid or any(len(values) == 0 for values in grid.values()):
+        raise MatchoptError("the grid needs at least one field with at least one value")
+    clash = set(grid) & set(overrides or {})
+    if clash:
+        raise MatchoptError(f"{', '.join(sorted(clash))}: in the grid and in --set")
+    # Every combination must be a valid config (fails before any training).
+    settings = combinations(grid)
+    for setting in settings:
+        build_config(entry, preset, {**dict(overrides or {}), **setting})
+    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
+    # Grid values as the config types them (e.g. "0.3" -> 0.3), so names are the same however
+    # the values were given.
+    typed = [
+        {k: getattr(build_config(entry, preset, {**dict(overrides or {}), **s}), k) for k in s}
+        for s in settings
+    ]
+    grid = {name: list(dict.fromkeys(s[name] for s in typed)) for name in grid}
+    order = [setting_name(s) for s in typed]
+    config = build_config(entry, preset, dict(overrides or {}))
+    out = check_output_folder(out_dir, "study folder")
+    described = json.dumps(
+        {
+            "method": method_name,
+            "preset": preset,
+            "config": dataclasses.asdict(config),
+            "grid": {k: [str(v) for v in vs] for k, vs in grid.items()},
+        },
+        sort_keys=True,
+        default=str,
+    )
+    frames = []
+    jobs = [(task, seed) for task in tasks for seed in seeds]
+    bar = tqdm(jobs, desc="search-settings study", unit="run", disable=not progress)
+    for task_name, seed in bar:
+        path = out / task_name / f"seed{seed}.csv"
+        settings_path = path.with_suffix(".settings.json")
+        if path.is_file():
+            if not settings_path.is_file() or settings_path.read_text() != described:
+                raise MatchoptError(f"{path} was made with other settings; use another --out")
+            frames.append(pd.read_csv(path))
+            continue
+        bar.set_postfix(task=task_name, seed=seed, refresh=True)
+        frame = study_seed(
+            load_task(task_name, data_dir), method_name, seed, grid, preset, overrides
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(settings_path, described.encode())
+        atomic_write_bytes(path, frame.to_csv(index=False, float_format="%.6g").encode())
+        frames.append(frame)
+    bar.close()
+    frame = pd.concat(frames, ignore_index=True)
+    rules = rule_table(frame, order)
+    atomic_write_bytes(
+        out / "settings.csv", frame.to_csv(index=False, float_format="%.6g").encode()
+    )
+    atomic_write_bytes(out / "rules.csv", rules.to_csv(float_format="%.6g").encode())
+    atomic_write_bytes(out / "search-settings.png", _figure_png(frame, order))
+    return rules
+
+
+__all__ = ["combinations", "rule_table", "run_search_settings_study", "study_seed"]

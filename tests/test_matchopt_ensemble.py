@@ -1,0 +1,167 @@
+"""MATCH-OPT ensemble: the ranking term, the member budget, the path search and its selection."""
+
+import numpy as np
+import pytest
+import torch
+
+import matchopt.methods.matchopt as matchopt_module
+from matchopt.methods import make_method
+from matchopt.methods.matchopt import (
+    fused_loss_and_gradients,
+    gradient_matching_loss,
+    listnet_loss,
+    quadrature_rule,
+)
+from matchopt.methods.matchopt_ensemble import (
+    MatchOptEnsemble,
+    MatchOptEnsembleConfig,
+    select_per_path,
+)
+from matchopt.models.mlp import MLP
+from matchopt.search import gradient_ascent, gradient_ascent_path
+from matchopt.tasks import load_task
+
+#: A small ensemble that trains in seconds and searches far enough to leave the offline rows.
+SMALL = {
+    "n_models": 3,
+    "hidden": (32, 16),
+    "epochs": 3,
+    "trajectory_length": 32,
+    "n_starts": 48,
+    "search_steps": 30,
+    "search_step": 2.0,
+    "path_every": 5,
+}
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+@pytest.mark.parametrize("rank_weight", [0.5, 2.0])
+def test_fused_ranking_term_matches_autograd(alpha, rank_weight):
+    generator = torch.Generator().manual_seed(0)
+    model = MLP(12, (24, 8))
+    x = torch.randn(16, 12, generator=generator)
+    y = torch.sort(torch.randn(16, generator=generator)).values
+    rule = quadrature_rule("trapezoid", 5)
+    loss = gradient_matching_loss(model, x, y, rule, alpha, rank_weight)
+    expected = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+    fused = fused_loss_and_gradients(model, x, y, rule, alpha, rank_weight)
+    assert fused == pytest.approx(float(loss.detach()), rel=1e-5)
+    for p, grad in zip(model.parameters(), expected):
+        grad = torch.zeros_like(p) if grad is None else grad
+        torch.testing.assert_close(p.grad, grad, rtol=1e-4, atol=1e-6)
+
+
+def test_listnet_loss_is_lowest_for_the_right_order():
+    y = torch.tensor([-1.0, 0.0, 2.0])
+    assert listnet_loss(y * 3, y) < listnet_loss(-y * 3, y)
+
+
+def test_without_ranking_the_loss_is_the_papers():
+    model = MLP(6, (8,))
+    x, y = torch.randn(10, 6), torch.sort(torch.randn(10)).values
+    rule = quadrature_rule("trapezoid", 5)
+    assert torch.equal(
+        gradient_matching_loss(model, x, y, rule, 1.0),
+        gradient_matching_loss(model, x, y, rule, 1.0, 0.0),
+    )
+
+
+def test_members_train_at_most_max_steps():
+    config = MatchOptEnsembleConfig(epochs=200, max_steps=8000, trajectory_length=128)
+    assert MatchOptEnsemble.member_epochs(config, 32_898) == 31  # TF-Bind-8: 257 an epoch
+    assert MatchOptEnsemble.member_epochs(config, 2_500) == 200  # potts: 19 an epoch
+    uncapped = MatchOptEnsembleConfig(max_steps=None)
+    assert MatchOptEnsemble.member_epochs(uncapped, 32_898) == 200
+
+
+def test_ascent_path_ends_where_plain_adam_ascent_ends():
+    def score(x):
+        return -(x - 1.0).pow(2).sum(-1)
+
+    x0 = torch.zeros(4, 3)
+    path = gradient_ascent_path(score, x0, steps=23, lr=0.05, every=10)
+    assert path.shape == (4, 4, 3)  # start, steps 10 and 20, the last (23)
+    assert torch.equal(path[0], x0)
+    assert torch.equal(path[-1], gradient_ascent(score, x0, 23, 0.05))
+
+
+def test_selection_takes_one_new_design_per_path_best_first():
+    candidates = np.array([[0, 0], [0, 1], [1, 1], [2, 2], [3, 3], [0, 1]])
+    scores = np.array([9.0, 8.0, 7.0, 6.0, 5.0, 10.0])
+    paths = np.array([0, 0, 0, 1, 1, 2])
+    offline = np.array([[0, 0]])
+    picked = select_per_path(candidates, scores, paths, offline, 3)
+    # [0, 0] is offline; [0, 1] is taken on path 2 first, so path 0 falls to [1, 1].
+    assert picked.tolist() == [5, 2, 3]
+
+
+def test_selection_falls_back_to_more_per_path_then_to_offline_rows():
+    candidates = np.array([[0], [1], [2]])
+    scores = np.array([3.0, 2.0, 1.0])
+    paths = np.array([0, 0, 0])
+    offline = np.array([[0]])
+    assert select_per_path(candidates, scores, paths, offline, 2).tolist() == [1, 2]
+    assert select_per_path(candidates, scores, paths, offline, 3).tolist() == [1, 2, 0]
+    assert select_per_path(candidates, scores, paths, offline, 4).tolist() == [1, 2, 0, 1]
+
+
+@pytest.mark.parametrize("task_name", ["potts", "styblinski-tang"])
+def test_designs_are_new_distinct_and_reproducible(task_name):
+    data = load_task(task_name).offline
+    method = make_method("matchopt-ens", "quick", SMALL, seed=1).fit(data)
+    designs = method.propose(32)
+    assert designs.shape == (32, *data.space.shape)
+    rows = {row.tobytes() for row in np.ascontiguousarray(designs)}
+    assert len(rows) == 32
+    assert not rows & {row.tobytes() for row in np.ascontiguousarray(data.x.astype(designs.dtype))}
+    again = make_method("matchopt-ens", "quick", SMALL, seed=1).fit(data).propose(32)
+    np.testing.assert_array_equal(designs, again)
+    assert len(method.models_) == 3 and method.fit_report()["member_epochs"] == 3
+
+
+def test_members_differ_and_predict_is_their_mean():
+    data = load_task("potts").offline
+    method = make_method("matchopt-ens", "quick", SMALL, seed=0).fit(data)
+    first, second = (m.hidden[0].weight for m in method.models_[:2])
+    assert not torch.equal(first, second)
+    x = torch.from_numpy(method.encoder_.encode_x(data.x[:5]))
+    with torch.no_grad():
+        mean = method.member_values(x).mean(0).numpy()
+    np.testing.assert_allclose(method.predict(data.x[:5]), method.encoder_.decode_y(mean))
+
+
+def test_the_ranking_variant_trains_other_members():
+    data = load_task("potts").offline
+    plain = make_method("matchopt-ens", "quick", SMALL, seed=0).fit(data)
+    ranked = make_method("matchopt-ens-rank", "quick", SMALL, seed=0).fit(data)
+    assert ranked.config_.rank_weight == 1.0
+    assert plain.member_losses_ != ranked.member_losses_
+
+
+def test_a_killed_ensemble_resumes_to_the_same_designs(tmp_path, monkeypatch):
+    data = load_task("potts").offline
+    reference = make_method("matchopt-ens", "quick", SMALL, seed=2).fit(data)
+    steps_per_member = 3 * (len(data) // 32)
+    real, calls = matchopt_module.fused_loss_and_gradients, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == steps_per_member + 5:  # inside the second member's first epoch
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    snapshot = tmp_path / "ens.pt"
+    monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        make_method("matchopt-ens", "quick", SMALL, seed=2).resume_from(snapshot, 0).fit(data)
+    counted = []
+    monkeypatch.setattr(
+        matchopt_module,
+        "fused_loss_and_gradients",
+        lambda *a, **k: counted.append(1) or real(*a, **k),
+    )
+    resumed = make_method("matchopt-ens", "quick", SMALL, seed=2).resume_from(snapshot, 0).fit(data)
+    # The first member was finished: only the second's lost epoch and the third member train.
+    assert len(counted) == 2 * steps_per_member
+    np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
+    assert resumed.member_losses_ == reference.member_losses_
