@@ -149,6 +149,32 @@ def test_tasks_and_methods_listing(tmp_path):
     assert "n_models = 1 (fixed by this method)" in result.stdout
 
 
+def test_tasks_lists_the_suites():
+    from matchopt.tasks import SUITES
+
+    result = matchopt("tasks")
+    assert result.returncode == 0
+    line = next(x for x in result.stdout.splitlines() if x.startswith("suite dev"))
+    assert line.endswith(", ".join(SUITES["dev"]))
+    assert "`matchopt bench --suite dev`" in line
+
+
+def test_bench_suite_runs_the_suites_tasks(monkeypatch):
+    from matchopt import cli
+    from matchopt.bench.grid import GridSummary
+    from matchopt.tasks import SUITES
+
+    seen = []
+
+    def fake_run_grid(grid, out, **kwargs):
+        seen.append(grid)
+        return GridSummary(out=out, total=0)
+
+    monkeypatch.setattr(cli, "run_grid", fake_run_grid)
+    assert cli.main(["bench", "--suite", "dev", "--methods", "random", "--out", "unused"]) == 0
+    assert seen[0].tasks == list(SUITES["dev"])
+
+
 def test_bench_report_and_study_commands(tmp_path):
     out = tmp_path / "grid"
     bench = matchopt(
@@ -183,6 +209,14 @@ def test_bench_report_and_study_commands(tmp_path):
         (["report", "nowhere-at-all"], "nowhere-at-all"),
         (["report", ".", "--percentiles", "101"], "percentile"),
         (["study", "gradient-error", "--alphas", "a"], "--alphas"),
+        (["bench", "--suite", "nope", "--methods", "random", "--out", "x"], "invalid choice"),
+        (["bench", "--suite", "dev", "--tasks", "potts", "--methods", "random", "--out", "x"],
+         "not allowed with"),
+        (["bench", "--methods", "random", "--out", "x"], "--tasks --suite"),
+        (["report", ".", "--suite", "dev", "--tasks", "potts"], "not both"),
+        (["study", "search-settings", "--grid", "search_step"], "malformed --grid"),
+        (["study", "search-settings", "--grid", "a=1", "--grid", "a=2"], "twice"),
+        (["study", "search-settings", "--grid", "nope=1", "--task", "potts"], "nope"),
     ],
 )  # fmt: skip
 def test_grid_command_errors(args, message, tmp_path):

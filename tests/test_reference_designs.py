@@ -17,7 +17,9 @@ def test_every_quick_preset_proposes_what_it_did_before_the_redesign(tmp_path):
         [sys.executable, str(HERE / "reference_designs.py"), str(now)], check=True, timeout=900
     )
     before, after = np.load(BEFORE, allow_pickle=False), np.load(now, allow_pickle=False)
-    assert sorted(after.files) == sorted(before.files)
+    # Methods registered after the redesign (MATCH-OPT ensemble) have no stored designs.
+    assert set(before.files) <= set(after.files)
+    assert {key.split("/")[1] for key in set(after.files) - set(before.files)} <= NEWER
     changed = [key for key in before.files if not same_designs(key, before[key], after[key])]
     assert not changed, f"designs changed for {changed}"
 
@@ -29,6 +31,10 @@ def test_every_quick_preset_proposes_what_it_did_before_the_redesign(tmp_path):
 ROUNDING_CHANGED = {
     "coms", "mins", "ddom", "cbas", "ga", "ens-mean", "ens-min", "bonet", "cma-es", "bo-qei",
 }  # fmt: skip
+
+
+#: Methods registered after the designs above were stored.
+NEWER = {"matchopt-ens", "matchopt-ens-rank"}
 
 
 def same_designs(key: str, before: np.ndarray, after: np.ndarray) -> bool:

@@ -18,6 +18,7 @@ from matchopt.report import (
     percentile_curves,
     rank_distribution,
     rank_methods,
+    rank_table,
     records_frame,
     runtime_summary,
     write_report,
@@ -221,7 +222,7 @@ def test_report_is_deterministic(results, tmp_path):
 def test_figures_and_their_numbers(results, tmp_path):
     plots = tmp_path / "plots" / "nested"
     write_report(results, (100, 50), "md", plots_dir=plots)
-    for stem in ("percentile_curves", "rank_distribution", "runtime"):
+    for stem in ("percentile_curves", "rank_distribution", "ranks_per_task", "runtime"):
         png = plots / f"{stem}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (plots / f"{stem}.csv").stat().st_size > 0
@@ -240,6 +241,14 @@ def test_figures_and_their_numbers(results, tmp_path):
     pd.testing.assert_frame_equal(ranks, rank_distribution(records, (100, 50)), check_dtype=False)
     row = ranks[(ranks["q"] == 50) & (ranks["task"] == "ant") & (ranks["method"] == "coms")]
     assert row[["rank", "n_ranked"]].values.tolist() == [[3, 3]]
+
+    per_task = pd.read_csv(plots / "ranks_per_task.csv")
+    pd.testing.assert_frame_equal(per_task, rank_table(records, (100, 50)), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        per_task.drop(columns="mnr"), ranks, check_dtype=False
+    )  # the same ranks as the distribution, plus each method's MNR at that percentile
+    matchopt = per_task[(per_task["q"] == 100) & (per_task["method"] == "matchopt")]
+    assert matchopt["mnr"].tolist() == pytest.approx([7 / 12] * 2)  # on ant and tf_bind
 
     runtime = pd.read_csv(plots / "runtime.csv")
     pd.testing.assert_frame_equal(runtime, runtime_summary(records), check_dtype=False)
@@ -479,7 +488,7 @@ def test_figures_are_written_atomically(results, tmp_path, monkeypatch):
 
     plots = tmp_path / "plots"
     plots.mkdir()
-    stems = ("percentile_curves", "rank_distribution", "runtime")
+    stems = ("percentile_curves", "rank_distribution", "ranks_per_task", "runtime")
     names = {f"{stem}.{ext}" for stem in stems for ext in ("png", "csv")}
     for name in names:  # an earlier report's figures
         (plots / name).write_bytes(b"old")
