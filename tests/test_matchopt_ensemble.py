@@ -165,3 +165,69 @@ def test_a_killed_ensemble_resumes_to_the_same_designs(tmp_path, monkeypatch):
     assert len(counted) == 2 * steps_per_member
     np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
     assert resumed.member_losses_ == reference.member_losses_
+
+
+@pytest.mark.parametrize("task_name", ["potts", "styblinski-tang"])
+def test_trust_radius_bounds_how_far_designs_move(task_name):
+    data = load_task(task_name).offline
+    method = make_method("matchopt-ens", "quick", SMALL, seed=1).fit(data)
+    free = method.propose(16)
+    radius = 0.2 if data.space.is_discrete else 0.05
+    method.set_params(config__trust_radius=radius)
+    near = method.propose(16)
+    starts = data.x[data.top_k(SMALL["n_starts"])]
+
+    def distance(designs):  # to the nearest start, as the method measures it
+        if data.space.is_discrete:
+            return (designs[:, None, :] != starts[None]).mean(-1).min(1)
+        z = method.encoder_.encode_x
+        return np.sqrt(((z(designs)[:, None] - z(starts)[None]) ** 2).mean(-1)).min(1)
+
+    assert distance(near).max() <= radius + 1e-6 < distance(free).max()
+
+
+def test_candidates_are_reused_across_selections_and_forgotten_by_fit(tmp_path, monkeypatch):
+    import matchopt.methods.matchopt_ensemble as ensemble_module
+
+    data = load_task("potts").offline
+    method = make_method("matchopt-ens", "quick", SMALL, seed=1).fit(data)
+    first = method.propose(16)
+    calls = []
+    real = ensemble_module.gradient_ascent_path
+    monkeypatch.setattr(
+        ensemble_module, "gradient_ascent_path", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    method.set_params(config__trust_radius=0.5)
+    method.propose(16)
+    assert calls == []  # only the selection changed: no new search
+    method.set_params(config__trust_radius=None)
+    np.testing.assert_array_equal(method.propose(16), first)
+    method.save(tmp_path / "m.pt")
+    assert "_candidate_cache" not in vars(MatchOptEnsemble.load(tmp_path / "m.pt"))
+    method.set_params(config__search_step=0.5)
+    method.propose(16)
+    assert calls == [1]  # another search setting: a new search
+    method.fit(data)
+    method.propose(16)
+    assert calls == [1, 1]  # a refit forgets the old candidates
+
+
+def test_pair_support_keeps_designs_to_neighbour_pairs_of_good_rows():
+    from matchopt.data import DesignSpace, OfflineData
+
+    rng = np.random.default_rng(0)
+    # Token 3 never follows token 0 in rows above the minimum; rows holding (0, 3) score 0.
+    x = rng.integers(0, 4, size=(400, 6))
+    bad = ((x[:, :-1] == 0) & (x[:, 1:] == 3)).any(axis=1)
+    y = np.where(bad, 0.0, 1.0 + x.sum(axis=1) + rng.normal(0, 0.1, 400))
+    data = OfflineData(x, y, DesignSpace.discrete(6, 4))
+    settings = {**SMALL, "search_step": 5.0, "n_starts": 64}
+    method = make_method("matchopt-ens", "quick", settings, seed=0).fit(data)
+    designs = method.propose(16)
+    method.set_params(config__support="pairs")
+    kept = method.propose(16)
+    has_pair = ((kept[:, :-1] == 0) & (kept[:, 1:] == 3)).any(axis=1)
+    assert not has_pair.any()
+    assert method._pairs_seen(designs).tolist() == [
+        not ((d[:-1] == 0) & (d[1:] == 3)).any() for d in designs
+    ]

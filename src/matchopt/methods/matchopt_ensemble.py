@@ -21,7 +21,10 @@ top to bottom:
    pessimistic score, so each design stops where the ensemble stops trusting the way forward,
    with no step count tuned per task; the ``n`` best paths give the designs (one per path, none
    equal to an offline row or to another design). Continuous designs stay inside the box the
-   offline rows span (``clip_to_data``). Nothing here reads an oracle.
+   offline rows span (``clip_to_data``). Optional filters of the candidates: ``trust_radius``
+   (how far from the path's start) and ``support="pairs"`` (token designs: only pairs of
+   neighbouring tokens seen in offline rows above the minimum score, a feasibility prior for
+   sequences whose infeasible rows score the minimum). Nothing here reads an oracle.
 """
 
 from __future__ import annotations
@@ -82,6 +85,12 @@ class MatchOptEnsembleConfig:
     """Every this many steps a path's point becomes a candidate design."""
     clip_to_data: bool = True
     """Continuous designs stay in the box the offline rows span (projected after each step)."""
+    support: str = field(default="none", metadata={"choices": ("none", "pairs")})
+    """Token designs: ``pairs`` drops candidates holding a pair of neighbouring tokens that no
+    offline row scoring above the offline minimum holds (a feasibility prior); none: no check."""
+    trust_radius: float | None = None
+    """Candidates farther from their path's start are dropped: the share of tokens changed
+    (discrete), or the root-mean-square change per normalized feature (continuous); None: any."""
 
 
 QUICK = {
@@ -111,6 +120,7 @@ class MatchOptEnsemble(MatchOpt):
 
     def fit(self, data: OfflineData) -> MatchOptEnsemble:
         """Train ``n_models`` gradient-matching surrogates (Algorithm 1 each, own seed)."""
+        self.__dict__.pop("_candidate_cache", None)
         config = self.config_
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(self.device_)
@@ -137,6 +147,12 @@ class MatchOptEnsemble(MatchOpt):
         self.member_epochs_ = epochs
         self.data_ = data
         return self
+
+    def __matchopt_state__(self) -> dict:
+        """The model file leaves out the candidates of the last search (recomputed on demand)."""
+        state = super().__matchopt_state__()
+        state.pop("_candidate_cache", None)
+        return state
 
     def member_seed(self, member: int) -> int:
         """Seed of member ``member``: its own stream of the run's seed."""
@@ -191,7 +207,40 @@ class MatchOptEnsemble(MatchOpt):
         """``n`` designs: pessimistic ascent from the best rows, each path's best candidate."""
         self._check_fitted()
         config = self.config_
+        designs, scores, moved, n_paths = self._candidates(n)
+        if config.trust_radius is not None:
+            scores = np.where(moved <= config.trust_radius, scores, -np.inf)
+        if config.support == "pairs" and self.data_.space.is_discrete:
+            scores = np.where(self._pairs_seen(designs), scores, -np.inf)
+        picked = select_per_path(
+            designs.reshape(len(designs), -1),
+            scores,
+            np.tile(np.arange(n_paths), len(designs) // n_paths),
+            self.data_.x.reshape(len(self.data_), -1),
+            n,
+        )
+        return designs[picked]
+
+    def _candidates(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """Every path's candidates (checkpoint-major), their pessimistic scores as proposed,
+        their distances from their path's start, and the number of paths.
+
+        Kept for the last search settings, so that selections with another ``trust_radius``
+        (a study's grid) do not search again; ``fit`` forgets them.
+        """
+        config = self.config_
         n_starts = min(max(config.n_starts, n), len(self.data_))
+        key = (
+            n_starts,
+            config.pessimism,
+            config.search_step,
+            config.search_steps,
+            config.path_every,
+            config.clip_to_data,
+        )
+        cached = self.__dict__.get("_candidate_cache")
+        if cached is not None and cached[0] == key:
+            return cached[1]
         starts = self._search_starts(n_starts, "topk")
         device = self._model_device()
         lr = config.search_step / math.sqrt(starts.shape[1])
@@ -213,14 +262,31 @@ class MatchOptEnsemble(MatchOpt):
         with torch.no_grad():  # score designs as proposed (tokens: decoded, then encoded)
             as_proposed = torch.from_numpy(self.encoder_.encode_x(designs)).to(device)
             scores = self.pessimistic_score(as_proposed).cpu().numpy()
-        picked = select_per_path(
-            designs.reshape(n_points * n_paths, -1),
-            scores,
-            np.tile(np.arange(n_paths), n_points),
-            self.data_.x.reshape(len(self.data_), -1),
-            n,
-        )
-        return designs[picked]
+        moved = self._distance_from_start(designs, as_proposed.cpu().numpy(), n_points)
+        self._candidate_cache = (key, (designs, scores, moved, n_paths))
+        return designs, scores, moved, n_paths
+
+    def _pairs_seen(self, designs: np.ndarray) -> np.ndarray:
+        """Whether every pair of neighbouring tokens of each design (n,) occurs in an offline
+        row that scores above the offline minimum (at any position)."""
+        x, y, k = self.data_.x, self.data_.y, self.data_.space.vocab_size
+        good = x[y > y.min()] if (y > y.min()).any() else x
+        seen = np.zeros((k, k), dtype=bool)
+        seen[good[:, :-1].reshape(-1), good[:, 1:].reshape(-1)] = True
+        designs = designs.reshape(len(designs), -1)
+        return seen[designs[:, :-1], designs[:, 1:]].all(axis=1)
+
+    def _distance_from_start(
+        self, designs: np.ndarray, features: np.ndarray, n_points: int
+    ) -> np.ndarray:
+        """How far each candidate (path-major: checkpoint x path) is from its path's start:
+        the share of tokens changed, or the RMS change per normalized feature."""
+        n = len(designs) // n_points
+        if self.data_.space.is_discrete:
+            flat = designs.reshape(n_points, n, -1)
+            return (flat != flat[:1]).mean(-1).reshape(-1)
+        flat = features.reshape(n_points, n, -1)
+        return np.sqrt(((flat - flat[:1]) ** 2).mean(-1)).reshape(-1)
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """The ensemble mean (n,) of designs, in the units of the offline y."""
@@ -263,6 +329,8 @@ def select_per_path(
                 return np.asarray(picked)
             key = keys[index]
             if key in taken_keys or (new_only and key in offline_keys):
+                continue
+            if new_only and scores[index] == -np.inf:  # outside the trust region
                 continue
             if one_per_path and paths[index] in used_paths:
                 continue
