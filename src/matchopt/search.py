@@ -87,11 +87,14 @@ def gradient_ascent_path(
     every: int = 1,
     low: torch.Tensor | None = None,
     high: torch.Tensor | None = None,
+    radius: float | None = None,
 ) -> torch.Tensor:
     """Adam ascent of ``score`` from each row of ``x0``, keeping the points along the way.
 
     The same updates as :func:`gradient_ascent` with ``optimizer="adam"``; with ``low`` and
-    ``high`` (d,), every point is projected into that box after each step.
+    ``high`` (d,), every point is projected into that box after each step, and with
+    ``radius``, then into the ball of that root-mean-square distance per coordinate around its
+    start (a trust region: ``||x - x0|| <= radius * sqrt(d)``).
 
     Returns:
         (m x n x d) points, detached: ``x0`` first, then the points after every ``every``
@@ -105,9 +108,13 @@ def gradient_ascent_path(
     for step in range(1, steps + 1):
         (x.grad,) = torch.autograd.grad(-score(x).sum(), x)
         opt.step()
-        if low is not None or high is not None:
-            with torch.no_grad():
+        with torch.no_grad():
+            if low is not None or high is not None:
                 x.clamp_(low, high)
+            if radius is not None:
+                shift = x - x0
+                rms = shift.pow(2).mean(-1, keepdim=True).sqrt()
+                x.copy_(x0 + shift * (radius / rms.clamp_min(radius)))
         if step % every == 0 or step == steps:
             points.append(x.detach().clone())
     return torch.stack(points)

@@ -21,10 +21,11 @@ top to bottom:
    pessimistic score, so each design stops where the ensemble stops trusting the way forward,
    with no step count tuned per task; the ``n`` best paths give the designs (one per path, none
    equal to an offline row or to another design). Continuous designs stay inside the box the
-   offline rows span (``clip_to_data``). Optional filters of the candidates: ``trust_radius``
-   (how far from the path's start) and ``support="pairs"`` (token designs: only pairs of
-   neighbouring tokens seen in offline rows above the minimum score, a feasibility prior for
-   sequences whose infeasible rows score the minimum). Nothing here reads an oracle.
+   offline rows span (``clip_to_data``) and, with ``trust_radius``, within a ball around their
+   start. ``support="pairs"`` filters token candidates: only pairs of neighbouring tokens seen
+   in offline rows above the minimum score (a feasibility prior for sequences whose infeasible
+   rows score the minimum). Nothing here reads
+   an oracle.
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ class MatchOptEnsembleConfig:
     """Token designs: ``pairs`` drops candidates holding a pair of neighbouring tokens that no
     offline row scoring above the offline minimum holds (a feasibility prior); none: no check."""
     trust_radius: float | None = None
-    """Candidates farther from their path's start are dropped: the share of tokens changed
-    (discrete), or the root-mean-square change per normalized feature (continuous); None: any."""
+    """Continuous designs: each path stays within this root-mean-square change per normalized
+    feature of its start (projected after each step); None: no bound. Tokens use ``support``."""
 
 
 QUICK = {
@@ -207,9 +208,7 @@ class MatchOptEnsemble(MatchOpt):
         """``n`` designs: pessimistic ascent from the best rows, each path's best candidate."""
         self._check_fitted()
         config = self.config_
-        designs, scores, moved, n_paths = self._candidates(n)
-        if config.trust_radius is not None:
-            scores = np.where(moved <= config.trust_radius, scores, -np.inf)
+        designs, scores, n_paths = self._candidates(n)
         if config.support == "pairs" and self.data_.space.is_discrete:
             scores = np.where(self._pairs_seen(designs), scores, -np.inf)
         picked = select_per_path(
@@ -221,12 +220,12 @@ class MatchOptEnsemble(MatchOpt):
         )
         return designs[picked]
 
-    def _candidates(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    def _candidates(self, n: int) -> tuple[np.ndarray, np.ndarray, int]:
         """Every path's candidates (checkpoint-major), their pessimistic scores as proposed,
-        their distances from their path's start, and the number of paths.
+        and the number of paths.
 
-        Kept for the last search settings, so that selections with another ``trust_radius``
-        (a study's grid) do not search again; ``fit`` forgets them.
+        Kept for the last search settings, so that selections with another ``support`` (a
+        study's grid) do not search again; ``fit`` forgets them.
         """
         config = self.config_
         n_starts = min(max(config.n_starts, n), len(self.data_))
@@ -236,7 +235,8 @@ class MatchOptEnsemble(MatchOpt):
             config.search_step,
             config.search_steps,
             config.path_every,
-            config.clip_to_data,
+            # Both only bound continuous designs: token searches of any value are the same.
+            None if self.data_.space.is_discrete else (config.clip_to_data, config.trust_radius),
         )
         cached = self.__dict__.get("_candidate_cache")
         if cached is not None and cached[0] == key:
@@ -244,10 +244,12 @@ class MatchOptEnsemble(MatchOpt):
         starts = self._search_starts(n_starts, "topk")
         device = self._model_device()
         lr = config.search_step / math.sqrt(starts.shape[1])
-        low = high = None
-        if config.clip_to_data and not self.data_.space.is_discrete:
-            features = torch.from_numpy(self.encoder_.encode_x(self.data_.x)).to(device)
-            low, high = features.min(0).values, features.max(0).values
+        low = high = radius = None
+        if not self.data_.space.is_discrete:
+            radius = config.trust_radius
+            if config.clip_to_data:
+                features = torch.from_numpy(self.encoder_.encode_x(self.data_.x)).to(device)
+                low, high = features.min(0).values, features.max(0).values
         path = gradient_ascent_path(
             self.pessimistic_score,
             torch.from_numpy(starts).to(device),
@@ -256,15 +258,15 @@ class MatchOptEnsemble(MatchOpt):
             every=config.path_every,
             low=low,
             high=high,
+            radius=radius,
         )  # checkpoints x paths x d, the starts first
         n_points, n_paths, d = path.shape
         designs = self.encoder_.decode_x(path.reshape(-1, d).cpu().numpy())
         with torch.no_grad():  # score designs as proposed (tokens: decoded, then encoded)
             as_proposed = torch.from_numpy(self.encoder_.encode_x(designs)).to(device)
             scores = self.pessimistic_score(as_proposed).cpu().numpy()
-        moved = self._distance_from_start(designs, as_proposed.cpu().numpy(), n_points)
-        self._candidate_cache = (key, (designs, scores, moved, n_paths))
-        return designs, scores, moved, n_paths
+        self._candidate_cache = (key, (designs, scores, n_paths))
+        return designs, scores, n_paths
 
     def _pairs_seen(self, designs: np.ndarray) -> np.ndarray:
         """Whether every pair of neighbouring tokens of each design (n,) occurs in an offline
@@ -275,18 +277,6 @@ class MatchOptEnsemble(MatchOpt):
         seen[good[:, :-1].reshape(-1), good[:, 1:].reshape(-1)] = True
         designs = designs.reshape(len(designs), -1)
         return seen[designs[:, :-1], designs[:, 1:]].all(axis=1)
-
-    def _distance_from_start(
-        self, designs: np.ndarray, features: np.ndarray, n_points: int
-    ) -> np.ndarray:
-        """How far each candidate (path-major: checkpoint x path) is from its path's start:
-        the share of tokens changed, or the RMS change per normalized feature."""
-        n = len(designs) // n_points
-        if self.data_.space.is_discrete:
-            flat = designs.reshape(n_points, n, -1)
-            return (flat != flat[:1]).mean(-1).reshape(-1)
-        flat = features.reshape(n_points, n, -1)
-        return np.sqrt(((flat - flat[:1]) ** 2).mean(-1)).reshape(-1)
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """The ensemble mean (n,) of designs, in the units of the offline y."""
