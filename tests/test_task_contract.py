@@ -11,6 +11,7 @@ from matchopt.errors import MatchoptError
 from matchopt.tasks import TASKS
 
 NEEDS = {"hopper": "gymnasium", "hopper-local": "gymnasium", "ant": "mujoco", "dkitty": "mujoco"}
+NEEDS.update({name: "holo" for name in TASKS if name.startswith("ehrlich-")})
 
 
 @pytest.fixture(scope="module", params=list(TASKS))
