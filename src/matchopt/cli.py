@@ -552,26 +552,30 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def field_docs(config_class: type) -> dict[str, str]:
-    """Field name -> first line of the docstring written under it in the config's source."""
+    """Field name -> first line of the docstring written under it in the config's source (or in
+    the source of the base class that declares it)."""
     import ast
     import inspect
     import textwrap
 
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(config_class)))
-    except (OSError, TypeError, SyntaxError):  # no source (e.g. a frozen build)
-        return {}
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    docs = {}
-    for node, after in zip(body, body[1:]):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = after.value.value.strip().splitlines()[0]
+    docs: dict[str, str] = {}
+    for cls in reversed(config_class.__mro__):  # a subclass's docstring wins
+        if not dataclasses.is_dataclass(cls):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        except (OSError, TypeError, SyntaxError):  # no source (e.g. a frozen build)
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for node, after in zip(body, body[1:]):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[node.target.id] = after.value.value.strip().splitlines()[0]
     return docs
 
 

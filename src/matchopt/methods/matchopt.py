@@ -62,8 +62,9 @@ from matchopt.validation import (
 
 
 @dataclass(frozen=True)
-class MatchOptConfig:
-    """MATCH-OPT hyperparameters; defaults are the paper's (Appendix C)."""
+class GradientMatchingConfig:
+    """How a gradient-matching surrogate is trained; defaults are the paper's (Appendix C).
+    Shared by MATCH-OPT and the MATCH-OPT ensemble."""
 
     hidden: tuple[int, ...] = (512, 128, 32)
     """Hidden layer widths of the MLP surrogate."""
@@ -83,6 +84,12 @@ class MatchOptConfig:
     """Number of quadrature intervals on each segment."""
     alpha: float = 1.0
     """Weight of the value regularizer (eq. 14); 0 is the paper's no-regularizer ablation."""
+
+
+@dataclass(frozen=True)
+class MatchOptConfig(GradientMatchingConfig):
+    """MATCH-OPT hyperparameters; defaults are the paper's (Appendix C)."""
+
     search_steps: int = 150
     """Adam steps on the designs."""
     search_lr: float | None = None

@@ -40,36 +40,18 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS
-from matchopt.methods.matchopt import MatchOpt, rank_buckets
+from matchopt.methods.matchopt import GradientMatchingConfig, MatchOpt, rank_buckets
 from matchopt.search import gradient_ascent_path
 
 
 @dataclass(frozen=True)
-class MatchOptEnsembleConfig:
+class MatchOptEnsembleConfig(GradientMatchingConfig):
     """MATCH-OPT ensemble hyperparameters (training fields as MATCH-OPT's paper config)."""
 
     n_models: int = 5
     """Number of gradient-matching surrogates in the ensemble."""
-    hidden: tuple[int, ...] = (512, 128, 32)
-    """Hidden layer widths of every member (the paper's MLP)."""
-    negative_slope: float = 0.3
-    """LeakyReLU slope."""
-    trajectory_length: int = 128
-    """Rank buckets = points per trajectory."""
-    epochs: int = 200
-    """Training epochs of every member (the paper's), cut to ``max_steps`` optimizer steps."""
     max_steps: int | None = 8000
     """Most optimizer steps (trajectories) per member; None: all ``epochs``."""
-    lr: float = 1e-4
-    """Adam learning rate of every member."""
-    quadrature: str = field(
-        default="trapezoid", metadata={"choices": ("trapezoid", "left-riemann", "exact")}
-    )
-    """Line-integral rule (eq. 13): trapezoid, left-riemann (public script) or exact."""
-    kappa: int = 5
-    """Quadrature intervals per segment."""
-    alpha: float = 1.0
-    """Weight of the value regularizer (eq. 14)."""
     rank_weight: float = 0.0
     """Weight of the ListNet ranking term over each trajectory; 0: MATCH-OPT's loss only."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})

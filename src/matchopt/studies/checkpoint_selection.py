@@ -43,6 +43,7 @@ from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
 from matchopt.io import atomic_write_bytes, check_output_folder
 from matchopt.methods import make_method
+from matchopt.studies.stored import csv_bytes, same_settings, stored_or_computed
 from matchopt.tasks import Task, load_task
 from matchopt.validation import METRICS, SELECTIONS, larger_is_better
 
@@ -263,10 +264,6 @@ def _figure_png(checkpoints: pd.DataFrame, picks: pd.DataFrame, task: str) -> by
     return buffer.getvalue()
 
 
-def _csv_bytes(frame: pd.DataFrame, index: bool = False) -> bytes:
-    return frame.to_csv(index=index, float_format="%.6g").encode()
-
-
 def run_checkpoint_selection_study(
     tasks: Sequence[str],
     seeds: Sequence[int],
@@ -299,30 +296,34 @@ def run_checkpoint_selection_study(
     if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
         raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
     out = check_output_folder(out_dir, "study folder")
+
+    def described(split: str) -> str:
+        settings = {"split": split, "fraction": fraction, "every": every, "preset": preset}
+        return json.dumps({**settings, "overrides": overrides or {}}, sort_keys=True)
+
     frames = []
     jobs = [(task, split, seed) for task in tasks for split in splits for seed in seeds]
     bar = tqdm(jobs, desc="checkpoint study", unit="run", disable=not progress)
     loaded: dict[str, Task] = {}
     for task_name, split, seed in bar:
-        path = out / task_name / split / f"seed{seed}.csv"
-        settings = {"split": split, "fraction": fraction, "every": every, "preset": preset}
-        settings_path = path.with_suffix(".settings.json")
-        wanted = json.dumps({**settings, "overrides": overrides or {}}, sort_keys=True)
-        if path.is_file():
-            if not settings_path.is_file() or settings_path.read_text() != wanted:
-                raise MatchoptError(
-                    f"{path} was made with other settings than {wanted}; use another --out"
-                )
-            frames.append(pd.read_csv(path))
-            continue
         bar.set_postfix(task=task_name, split=split, seed=seed, refresh=True)
+
         if task_name not in loaded:
             loaded[task_name] = load_task(task_name, data_dir)
-        frame = study_seed(
-            loaded[task_name], seed, every, split, fraction, preset, overrides, progress
+        path = out / task_name / split / f"seed{seed}.csv"
+        frame, _ = stored_or_computed(
+            path,
+            described(split),
+            study_seed,
+            loaded[task_name],
+            seed,
+            every,
+            split,
+            fraction,
+            preset,
+            overrides,
+            progress,
         )
-        atomic_write_bytes(settings_path, wanted.encode())
-        atomic_write_bytes(path, _csv_bytes(frame))
         frames.append(frame)
     bar.close()
     # Tables cover every finished seed of these tasks and splits under ``out``, including seeds
@@ -332,28 +333,15 @@ def run_checkpoint_selection_study(
         for split in dict.fromkeys(splits):
             for path in sorted((out / task_name / split).glob("seed*.csv")):
                 seed = int(path.stem.removeprefix("seed"))
-                settings = json.dumps(
-                    {
-                        "split": split,
-                        "fraction": fraction,
-                        "every": every,
-                        "preset": preset,
-                        "overrides": overrides or {},
-                    },
-                    sort_keys=True,
-                )
-                settings_path = path.with_suffix(".settings.json")
-                if (task_name, split, seed) in done or not settings_path.is_file():
-                    continue
-                if settings_path.read_text() == settings:
+                if (task_name, split, seed) not in done and same_settings(path, described(split)):
                     frames.append(pd.read_csv(path))
     checkpoints = pd.concat(frames, ignore_index=True)
     picks = rule_picks(checkpoints)
     rules = rule_table(picks)
-    atomic_write_bytes(out / CHECKPOINTS_FILE, _csv_bytes(checkpoints))
-    atomic_write_bytes(out / RULES_FILE, _csv_bytes(rules, index=True))
-    atomic_write_bytes(out / CORRELATION_FILE, _csv_bytes(metric_correlations(checkpoints), True))
-    atomic_write_bytes(out / "picks.csv", _csv_bytes(picks))
+    atomic_write_bytes(out / CHECKPOINTS_FILE, csv_bytes(checkpoints))
+    atomic_write_bytes(out / RULES_FILE, csv_bytes(rules, index=True))
+    atomic_write_bytes(out / CORRELATION_FILE, csv_bytes(metric_correlations(checkpoints), True))
+    atomic_write_bytes(out / "picks.csv", csv_bytes(picks))
     for task_name in dict.fromkeys(tasks):
         for split in dict.fromkeys(splits):
             png = _figure_png(checkpoints[checkpoints["split"] == split], picks, task_name)

@@ -46,6 +46,7 @@ from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
 from matchopt.io import atomic_write_bytes, check_output_folder
 from matchopt.methods import build_config, get_method_entry, make_method
+from matchopt.studies.stored import csv_bytes, stored_or_computed
 from matchopt.tasks import Task, load_task
 
 if TYPE_CHECKING:
@@ -225,28 +226,24 @@ def run_search_settings_study(
     jobs = [(task, seed) for task in tasks for seed in seeds]
     bar = tqdm(jobs, desc="search-settings study", unit="run", disable=not progress)
     for task_name, seed in bar:
-        path = out / task_name / f"seed{seed}.csv"
-        settings_path = path.with_suffix(".settings.json")
-        if path.is_file():
-            if not settings_path.is_file() or settings_path.read_text() != described:
-                raise MatchoptError(f"{path} was made with other settings; use another --out")
-            frames.append(pd.read_csv(path))
-            continue
         bar.set_postfix(task=task_name, seed=seed, refresh=True)
-        frame = study_seed(
-            load_task(task_name, data_dir), method_name, seed, grid, preset, overrides
+        frame, _ = stored_or_computed(
+            out / task_name / f"seed{seed}.csv",
+            described,
+            study_seed,
+            load_task(task_name, data_dir),
+            method_name,
+            seed,
+            grid,
+            preset,
+            overrides,
         )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(settings_path, described.encode())
-        atomic_write_bytes(path, frame.to_csv(index=False, float_format="%.6g").encode())
         frames.append(frame)
     bar.close()
     frame = pd.concat(frames, ignore_index=True)
     rules = rule_table(frame, order)
-    atomic_write_bytes(
-        out / "settings.csv", frame.to_csv(index=False, float_format="%.6g").encode()
-    )
-    atomic_write_bytes(out / "rules.csv", rules.to_csv(float_format="%.6g").encode())
+    atomic_write_bytes(out / "settings.csv", csv_bytes(frame))
+    atomic_write_bytes(out / "rules.csv", csv_bytes(rules, index=True))
     atomic_write_bytes(out / "search-settings.png", _figure_png(frame, order))
     return rules
 

@@ -40,6 +40,7 @@ from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
 from matchopt.io import atomic_write_bytes, check_output_folder
 from matchopt.methods import make_method
+from matchopt.studies.stored import csv_bytes, same_settings, stored_or_computed
 from matchopt.tasks import Task, load_task
 
 if TYPE_CHECKING:
@@ -167,18 +168,17 @@ def run_search_step_study(
     jobs = [(task, seed) for task in tasks for seed in seeds]
     bar = tqdm(jobs, desc="search-step study", unit="run", disable=not progress)
     for task_name, seed in bar:
-        path = out / task_name / f"seed{seed}.csv"
-        settings_path = path.with_suffix(".settings.json")
-        if path.is_file():
-            if not settings_path.is_file() or settings_path.read_text() != settings:
-                raise MatchoptError(f"{path} was made with other settings; use another --out")
-            frames.append(pd.read_csv(path))
-            continue
         bar.set_postfix(task=task_name, seed=seed, refresh=True)
-        frame = study_seed(load_task(task_name, data_dir), seed, scales, preset, overrides)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(settings_path, settings.encode())
-        atomic_write_bytes(path, frame.to_csv(index=False, float_format="%.6g").encode())
+        frame, _ = stored_or_computed(
+            out / task_name / f"seed{seed}.csv",
+            settings,
+            study_seed,
+            load_task(task_name, data_dir),
+            seed,
+            scales,
+            preset,
+            overrides,
+        )
         frames.append(frame)
     bar.close()
     # The tables cover every finished seed of these tasks under ``out`` made with the same
@@ -186,16 +186,13 @@ def run_search_step_study(
     for task_name in dict.fromkeys(tasks):
         for path in sorted((out / task_name).glob("seed*.csv")):
             seed = int(path.stem.removeprefix("seed"))
-            settings_path = path.with_suffix(".settings.json")
-            if (task_name, seed) in jobs or not settings_path.is_file():
-                continue
-            if settings_path.read_text() == settings:
+            if (task_name, seed) not in jobs and same_settings(path, settings):
                 frames.append(pd.read_csv(path))
     frame = pd.concat(frames, ignore_index=True)
     frame["scale"] = frame["scale"].astype(float)  # CSV writes 1.0 as 1
     rules = rule_table(frame)
-    atomic_write_bytes(out / "scales.csv", frame.to_csv(index=False, float_format="%.6g").encode())
-    atomic_write_bytes(out / "rules.csv", rules.to_csv(float_format="%.6g").encode())
+    atomic_write_bytes(out / "scales.csv", csv_bytes(frame))
+    atomic_write_bytes(out / "rules.csv", csv_bytes(rules, index=True))
     atomic_write_bytes(out / "search-step.png", _figure_png(frame))
     return rules
 
