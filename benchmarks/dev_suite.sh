@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The development-suite comparison (docs/suite.md, round 2): every compared method on every task
+# of `matchopt bench --suite dev`, in two lanes of one thread each (this 2-core machine; two
+# CPU-bound jobs with more threads collapse). Resumable: every cell is recorded when it ends and
+# long cells keep training snapshots, so rerunning this script continues where it stopped.
+#
+#   bash benchmarks/dev_suite.sh            # both lanes, then the report
+#   LANE=candidates bash benchmarks/dev_suite.sh   # one lane only (candidates | baselines)
+#
+# Run it from a `git archive` of the commit (records name it; a checkout edited during a long
+# run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT="${OUT:-results/dev}"
+LANE="${LANE:-both}"
+LOG_DIR="${LOG_DIR:-/tmp}"  # each lane's progress, with LANE=both
+MATCHOPT="${MATCHOPT:-python -m matchopt.cli}"
+COMPARED_BASELINES="matchopt,ens-mean,ens-min,ga,bdi,cma-es,roma,random,untrained"
+NEW_TASKS="ehrlich-4x16,ehrlich-4x32,ehrlich-20x64,hartmann6,rosenbrock20,levy40"
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+
+# The records of results/main for the compared methods on the suite's older tasks (same code
+# paths and presets; 4 seeds there) are copied in, never overwritten.
+for task in tfbind8 potts styblinski-tang hopper-local; do
+    for method in ${COMPARED_BASELINES//,/ }; do
+        if [ -d "results/main/$task/$method" ]; then
+            mkdir -p "$OUT/main/$task"
+            cp -rn "results/main/$task/$method" "$OUT/main/$task/"
+        fi
+    done
+done
+
+candidates() {
+    # Seeds 0-2 on every task, then seed 3 where results/main has 4 seeds of the baselines.
+    $MATCHOPT bench --suite dev --methods matchopt-ens,matchopt-ens-rank --seeds 0,1,2 \
+        --out "$OUT/candidates" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods matchopt-ens,matchopt-ens-rank \
+        --seeds 3 --out "$OUT/candidates" --threads 1 --workers 1
+}
+
+baselines() {
+    $MATCHOPT bench --tasks "$NEW_TASKS" --methods "random,untrained,$COMPARED_BASELINES" \
+        --seeds 0,1,2 --out "$OUT/baselines" --threads 1 --workers 1
+    # hopper-local: matchopt, ga and random are in results/main (4 seeds); cma-es is left out
+    # (about 3.5 h per seed: pycma's covariance update at d = 5,126).
+    $MATCHOPT bench --tasks hopper-local --methods ens-mean,ens-min,bdi,roma,untrained \
+        --seeds 0,1,2 --out "$OUT/hopper" --threads 1 --workers 1
+}
+
+case "$LANE" in
+    candidates) candidates ;;
+    baselines) baselines ;;
+    both)
+        candidates > "$LOG_DIR/dev-candidates.log" 2>&1 &
+        first=$!
+        baselines > "$LOG_DIR/dev-baselines.log" 2>&1 || status=$?
+        wait "$first" || status=$?
+        [ "${status:-0}" -eq 0 ] || { echo "a lane failed: see $LOG_DIR/dev-*.log" >&2; exit 1; }
+        ;;
+    *) echo "LANE must be candidates, baselines or both, not $LANE" >&2; exit 2 ;;
+esac
+
+$MATCHOPT report "$OUT" --plots "$OUT-figures" > "$OUT-report.md"
+echo "report: $OUT-report.md, figures in $OUT-figures"
