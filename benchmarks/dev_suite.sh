@@ -32,9 +32,12 @@ for task in tfbind8 potts styblinski-tang hopper-local; do
 done
 
 candidates() {
-    # Seeds 0-2 on every task, then seed 3 where results/main has 4 seeds of the baselines.
-    $MATCHOPT bench --suite dev --methods matchopt-ens,matchopt-ens-rank --seeds 0,1,2 \
-        --out "$OUT/candidates" --threads 1 --workers 1
+    # Seeds 0-2 on every task (one candidate after the other, so that a lane cut short leaves
+    # whole rows), then seed 3 where results/main has 4 seeds of the baselines.
+    for method in matchopt-ens matchopt-ens-rank; do
+        $MATCHOPT bench --suite dev --methods "$method" --seeds 0,1,2 \
+            --out "$OUT/candidates" --threads 1 --workers 1
+    done
     $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods matchopt-ens,matchopt-ens-rank \
         --seeds 3 --out "$OUT/candidates" --threads 1 --workers 1
 }
