@@ -181,8 +181,8 @@ def test_a_killed_ensemble_resumes_to_the_same_designs(tmp_path, monkeypatch):
 
 def test_trust_radius_bounds_how_far_continuous_designs_move():
     data = load_task("styblinski-tang").offline
-    method = make_method("matchopt-ens", "quick", SMALL, seed=1).fit(data)
-    free = method.propose(16)
+    method = make_method("matchopt-ens", "quick", {**SMALL, "trust_radius": "none"}, seed=1)
+    free = method.fit(data).propose(16)
     method.set_params(config__trust_radius=0.05)
     near = method.propose(16)
     z = method.encoder_.encode_x
@@ -205,10 +205,10 @@ def test_candidates_are_reused_across_selections_and_forgotten_by_fit(tmp_path, 
     monkeypatch.setattr(
         ensemble_module, "gradient_ascent_path", lambda *a, **k: calls.append(1) or real(*a, **k)
     )
-    method.set_params(config__support="pairs")
+    method.set_params(config__support="none")
     method.propose(16)
     assert calls == []  # only the selection changed: no new search
-    method.set_params(config__support="none")
+    method.set_params(config__support="pairs")
     np.testing.assert_array_equal(method.propose(16), first)
     method.save(tmp_path / "m.pt")
     assert "_candidate_cache" not in vars(MatchOptEnsemble.load(tmp_path / "m.pt"))
@@ -229,7 +229,7 @@ def test_pair_support_keeps_designs_to_neighbour_pairs_of_good_rows():
     bad = ((x[:, :-1] == 0) & (x[:, 1:] == 3)).any(axis=1)
     y = np.where(bad, 0.0, 1.0 + x.sum(axis=1) + rng.normal(0, 0.1, 400))
     data = OfflineData(x, y, DesignSpace.discrete(6, 4))
-    settings = {**SMALL, "search_step": 5.0, "n_starts": 64}
+    settings = {**SMALL, "search_step": 5.0, "n_starts": 64, "support": "none"}
     method = make_method("matchopt-ens", "quick", settings, seed=0).fit(data)
     designs = method.propose(16)
     method.set_params(config__support="pairs")

@@ -31,7 +31,7 @@ METHODS: dict[str, MethodEntry] = {
     ),
     "matchopt-ens": MethodEntry(
         MatchOptEnsemble,
-        "MATCH-OPT ensemble: 5 gradient-matching surrogates, pessimistic search, per-path stop",
+        "MATCH-OPT ensemble: 5 gradient-matching surrogates, each search path kept at its best",
     ),
     "matchopt-ens-rank": MethodEntry(
         MatchOptEnsemble,

@@ -1,4 +1,4 @@
-"""MATCH-OPT ensemble: gradient-matching surrogates, searched with a trust region they set.
+"""MATCH-OPT ensemble: gradient-matching surrogates, searched along paths that keep their best.
 
 matchopt's own extension of MATCH-OPT (Hoang et al., ICML 2024); not a published method. Read
 top to bottom:
@@ -10,22 +10,23 @@ top to bottom:
    each trajectory (as RaM, ICLR 2025). Each member trains at most ``max_steps`` optimizer steps:
    the paper's 200 epochs on small data, fewer epochs on large data (TF-Bind-8: 257 trajectories
    an epoch), which bounds the cost of a run.
-2. **Score**: the pessimistic ensemble score ``mean_m g_m(x) - pessimism * std_m g_m(x)``: the
-   members agree near the data and disagree away from it, so the score itself says how far the
-   surrogate can be trusted.
+2. **Score**: ``mean_m g_m(x) - pessimism * std_m g_m(x)`` over the members (``pessimism`` 0,
+   the ensemble mean, is what the development suite chose).
 3. **Search**: Adam ascent of that score from the ``n_starts`` best offline designs,
    ``search_steps`` steps whose length does not depend on the dimension (Adam moves every
    coordinate by about its learning rate, so the rate is ``search_step / sqrt(d)``). Every
    ``path_every`` steps the point is a candidate (decoded to a design, for tokens, and scored
-   as decoded). **Trust region by selection**: each path keeps its candidate of best
-   pessimistic score, so each design stops where the ensemble stops trusting the way forward,
-   with no step count tuned per task; the ``n`` best paths give the designs (one per path, none
-   equal to an offline row or to another design). Continuous designs stay inside the box the
-   offline rows span (``clip_to_data``) and, with ``trust_radius``, within a ball around their
-   start. ``support="pairs"`` filters token candidates: only pairs of neighbouring tokens seen
-   in offline rows above the minimum score (a feasibility prior for sequences whose infeasible
-   rows score the minimum). Nothing here reads
-   an oracle.
+   as decoded). **Selection**: each path keeps its candidate of best score, so each design
+   stops where its own path peaks, with no step count tuned per task; the ``n`` best paths give
+   the designs (one per path, none equal to an offline row or to another design).
+4. **Where the search may go**: continuous designs stay inside the box the offline rows span
+   (``clip_to_data``) and within ``trust_radius`` (root-mean-square change per normalized
+   feature) of their start; token designs may only hold pairs of neighbouring tokens seen in
+   offline rows above the minimum score (``support="pairs"``: a feasibility prior for sequences
+   whose infeasible rows score the minimum, as the Ehrlich functions').
+
+Nothing here reads an oracle. The search defaults were chosen on the development suite
+(docs/suite.md, round 1).
 """
 
 from __future__ import annotations
@@ -46,7 +47,13 @@ from matchopt.search import gradient_ascent_path
 
 @dataclass(frozen=True)
 class MatchOptEnsembleConfig(GradientMatchingConfig):
-    """MATCH-OPT ensemble hyperparameters (training fields as MATCH-OPT's paper config)."""
+    """MATCH-OPT ensemble hyperparameters (training fields as MATCH-OPT's paper config).
+
+    The search defaults (``pessimism``, ``search_step``, ``n_starts``, ``trust_radius``,
+    ``support``) are frozen from round 1 of docs/suite.md (``matchopt study search-settings``
+    on the development suite, results/study-search-settings-dev); they were chosen there by a
+    criterion written before the study ran.
+    """
 
     n_models: int = 5
     """Number of gradient-matching surrogates in the ensemble."""
@@ -56,22 +63,22 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """Weight of the ListNet ranking term over each trajectory; 0: MATCH-OPT's loss only."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
     """How the loss gradient is computed (both exact)."""
-    pessimism: float = 1.0
+    pessimism: float = 0.0
     """The score is mean - pessimism * std over members (0: the ensemble mean)."""
-    n_starts: int = 256
+    n_starts: int = 512
     """Search paths, from the best offline designs (at least the number of designs asked)."""
     search_steps: int = 200
     """Adam steps of every path."""
-    search_step: float = 0.1
+    search_step: float = 0.3
     """Length (L2, normalized features) of one search step: Adam's rate is this / sqrt(d)."""
     path_every: int = 10
     """Every this many steps a path's point becomes a candidate design."""
     clip_to_data: bool = True
     """Continuous designs stay in the box the offline rows span (projected after each step)."""
-    support: str = field(default="none", metadata={"choices": ("none", "pairs")})
+    support: str = field(default="pairs", metadata={"choices": ("none", "pairs")})
     """Token designs: ``pairs`` drops candidates holding a pair of neighbouring tokens that no
     offline row scoring above the offline minimum holds (a feasibility prior); none: no check."""
-    trust_radius: float | None = None
+    trust_radius: float | None = 0.5
     """Continuous designs: each path stays within this root-mean-square change per normalized
     feature of its start (projected after each step); None: no bound. Tokens use ``support``."""
 
