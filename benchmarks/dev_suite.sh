@@ -64,5 +64,6 @@ case "$LANE" in
     *) echo "LANE must be candidates, baselines or both, not $LANE" >&2; exit 2 ;;
 esac
 
-$MATCHOPT report "$OUT" --plots "$OUT-figures" > "$OUT-report.md"
+$MATCHOPT report "$OUT" --methods "matchopt-ens,matchopt-ens-rank,$COMPARED_BASELINES" \
+    --plots "$OUT-figures" > "$OUT-report.md"
 echo "report: $OUT-report.md, figures in $OUT-figures"
