@@ -97,10 +97,10 @@ def test_task_scoped_overrides_apply_to_that_task_only_and_win():
     [
         ({"tfbind8:epochs": "1"}, "task 'tfbind8' is not in the grid"),
         ({"potts:coms.epochs": "1"}, "not in the grid"),
-        ({"potts:epochs": "many"}, "cannot read"),
+        ({"potts:epochs": "many"}, "is not an integer"),
         ({"nonsense": "1"}, "no method of the grid"),
         ({"coms.epochs": "1"}, "not in the grid"),
-        ({"epochs": "many"}, "cannot read"),
+        ({"epochs": "many"}, "is not an integer"),
     ],
 )
 def test_bad_overrides_fail_before_any_work(tmp_path, overrides, message):

@@ -345,23 +345,27 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
         return value
     text = value.strip()
     hint_text = str(hint)
-    try:
-        if text.lower() == "none" and "None" in hint_text:
-            return None
-        if hint is bool or hint_text.startswith("bool"):
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if "tuple" in hint_text:
-            return tuple(int(v) for v in text.split(",") if v.strip())
-        if hint is int or hint_text.startswith("int"):
-            return int(text)
-        if hint is float or hint_text.startswith("float"):
-            return float(text)
-    except ValueError:
-        raise ConfigError(key, value, f"cannot read {value!r} as {hint_text}") from None
+    optional = " (or none)" if "None" in hint_text else ""
+    if text.lower() == "none" and optional:
+        return None
+    if hint is bool or hint_text.startswith("bool"):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(key, value, f"{value!r} is not true or false")
+    readers = (
+        ("tuple" in hint_text, lambda: tuple(int(v) for v in text.split(",") if v.strip()),
+         "integers separated by commas"),
+        (hint is int or hint_text.startswith("int"), lambda: int(text), "an integer"),
+        (hint is float or hint_text.startswith("float"), lambda: float(text), "a number"),
+    )  # fmt: skip
+    for applies, read, words in readers:
+        if applies:
+            try:
+                return read()
+            except ValueError:
+                raise ConfigError(key, value, f"{value!r} is not {words}{optional}") from None
     return text
 
 
