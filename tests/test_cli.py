@@ -229,3 +229,27 @@ def test_grid_command_errors(args, message, tmp_path):
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_design_bench_names_work_as_task_names(tmp_path):
+    from task_fixtures import write_sequences
+
+    from matchopt.tasks import TASKS
+
+    data = tmp_path / "data"
+    write_sequences(data, TASKS["tfbind8"], n_rows=4**8)  # every 8-mer: any design scores
+    out = tmp_path / "runs"
+    result = matchopt(
+        "run", "--task", "TFBind8-Exact-v0", "--method", "random", "--preset", "quick",
+        "--json", "--out", str(out), env_data_dir=data,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["task"] == "tfbind8"
+    assert (out / "tfbind8" / "random" / "seed0.json").is_file()
+    twice = matchopt(
+        "bench", "--tasks", "tfbind8,TFBind8-Exact-v0", "--methods", "random", "--out", "x",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert twice.returncode == 2 and "--tasks lists 'tfbind8' twice" in twice.stderr
+    unknown = matchopt("run", "--task", "TFBind9-Exact-v0")
+    assert unknown.returncode == 2 and "design-bench names: TFBind8-Exact-v0" in unknown.stderr

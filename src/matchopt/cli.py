@@ -52,6 +52,7 @@ from matchopt.tasks import (
     get_suite,
     load_task,
     resolve_data_dir,
+    task_name,
 )
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
 from matchopt.validation import SPLITS
@@ -284,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    args.task = task_name(args.task)  # also a design-bench name (TFBind8-Exact-v0)
     seeds = parse_seeds(args.seeds)
     overrides = parse_set_options(args.set)
     entry = get_method_entry(args.method)
@@ -337,7 +339,7 @@ def _run_one(cell: Cell, task: Task, out: Path, args: argparse.Namespace) -> Run
 
 def cmd_bench(args: argparse.Namespace) -> int:
     grid = Grid(
-        tasks=list(get_suite(args.suite)) if args.suite else _names(args.tasks, "--tasks"),
+        tasks=list(get_suite(args.suite)) if args.suite else _task_names(args.tasks, "--tasks"),
         methods=_names(args.methods, "--methods"),
         seeds=parse_seeds(args.seeds),
         preset=args.preset,
@@ -366,7 +368,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     if args.tasks and args.suite:
         raise MatchoptError("give --tasks or --suite, not both")
-    tasks = _names(args.tasks, "--tasks") if args.tasks else None
+    tasks = _task_names(args.tasks, "--tasks") if args.tasks else None
     if args.suite:
         tasks = list(get_suite(args.suite))
     text = write_report(
@@ -416,7 +418,7 @@ def _checkpoint_selection_study(args: argparse.Namespace) -> int:
     overrides = parse_set_options(args.set)
     build_config(get_method_entry("matchopt"), args.preset, overrides)  # fail before any work
     rules = run_checkpoint_selection_study(
-        _names(args.task, "--task"),
+        _task_names(args.task, "--task"),
         parse_seeds(args.seeds),
         args.out,
         every=args.every,
@@ -440,7 +442,7 @@ def _search_step_study(args: argparse.Namespace) -> int:
     overrides = parse_set_options(args.set)
     build_config(get_method_entry("matchopt"), args.preset, overrides)  # fail before any work
     rules = run_search_step_study(
-        _names(args.task, "--task"),
+        _task_names(args.task, "--task"),
         parse_seeds(args.seeds),
         args.out,
         scales=parse_numbers(args.scales, "--scales"),
@@ -471,7 +473,7 @@ def _search_settings_study(args: argparse.Namespace) -> int:
     rules = run_search_settings_study(
         args.method,
         grid,
-        list(get_suite(args.suite)) if args.suite else _names(args.task, "--task"),
+        list(get_suite(args.suite)) if args.suite else _task_names(args.task, "--task"),
         parse_seeds(args.seeds),
         args.out,
         preset=args.preset,
@@ -505,9 +507,18 @@ def _names(text: str, option: str) -> list[str]:
     return names
 
 
+def _task_names(text: str, option: str) -> list[str]:
+    """Task names of a comma-separated option; design-bench names become matchopt's."""
+    names = [task_name(name) for name in _names(text, option)]
+    repeated = first_repeated(names)
+    if repeated is not None:  # e.g. tfbind8 and TFBind8-Exact-v0
+        raise MatchoptError(f"{option} lists {repeated!r} twice")
+    return names
+
+
 def cmd_data(args: argparse.Namespace) -> int:
     if args.data_command == "fetch":
-        print(fetch_task_data(args.tasks, args.data_dir).text())
+        print(fetch_task_data([task_name(t) for t in args.tasks], args.data_dir).text())
     else:
         print(data_status_table(args.data_dir, verify=args.verify))
     return 0

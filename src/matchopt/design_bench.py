@@ -39,17 +39,10 @@ import numpy as np
 
 from matchopt.encodings import SOFT_INTERPOLATION, Standardizer, logits_to_tokens
 from matchopt.errors import MatchoptError
-from matchopt.tasks import Task, load_task
+from matchopt.tasks import DESIGN_BENCH_NAMES, Task, load_task, task_name
 
 #: design-bench task name -> matchopt task name (the paper's six tasks).
-TASK_NAMES: dict[str, str] = {
-    "TFBind8-Exact-v0": "tfbind8",
-    "TFBind10-Exact-v0": "tfbind10",
-    "Superconductor-RandomForest-v0": "superconductor",
-    "AntMorphology-Exact-v0": "ant",
-    "DKittyMorphology-Exact-v0": "dkitty",
-    "HopperController-Exact-v0": "hopper",
-}
+TASK_NAMES: dict[str, str] = DESIGN_BENCH_NAMES
 
 
 def make(name: str, data_dir: str | os.PathLike | None = None) -> DesignBenchTask:
@@ -63,15 +56,10 @@ def make(name: str, data_dir: str | os.PathLike | None = None) -> DesignBenchTas
     Raises:
         MatchoptError: an unknown name (the known ones are listed) or missing data files.
     """
-    from matchopt.tasks import TASKS
-
-    task_name = TASK_NAMES.get(name, name)
-    if task_name not in TASKS:
-        raise MatchoptError(
-            f"unknown task {name!r}; design-bench names: {', '.join(TASK_NAMES)} "
-            f"(or a matchopt task: {', '.join(TASKS)})"
-        )
-    return DesignBenchTask(load_task(task_name, data_dir), name)
+    if not isinstance(name, str):
+        raise MatchoptError(f"a task name is a string, got {type(name).__name__}")
+    canonical = task_name(name)
+    return DesignBenchTask(load_task(canonical, data_dir), name)
 
 
 class DesignBenchTask:

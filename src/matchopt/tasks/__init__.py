@@ -57,10 +57,29 @@ def get_suite(name: str) -> tuple[str, ...]:
     return SUITES[name]
 
 
-def get_task_class(name: str) -> type[Task]:
+#: design-bench task name -> matchopt task name (the paper's six tasks).
+DESIGN_BENCH_NAMES: dict[str, str] = {
+    # Declared on the class itself: a task built on another (hopper-local) is not that task.
+    vars(cls)["design_bench_name"]: name
+    for name, cls in TASKS.items()
+    if vars(cls).get("design_bench_name")
+}
+
+
+def task_name(name: str) -> str:
+    """A registered task's name, given it or its design-bench name (``TFBind8-Exact-v0``)."""
+    name = DESIGN_BENCH_NAMES.get(name, name)
     if name not in TASKS:
-        raise MatchoptError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
-    return TASKS[name]
+        raise MatchoptError(
+            f"unknown task {name!r}; known tasks: {', '.join(TASKS)} "
+            f"(or their design-bench names: {', '.join(DESIGN_BENCH_NAMES)})"
+        )
+    return name
+
+
+def get_task_class(name: str) -> type[Task]:
+    """The class of a registered task (its name or its design-bench name)."""
+    return TASKS[task_name(name)]
 
 
 def load_task(name: str, data_dir: str | os.PathLike | None = None) -> Task:
@@ -71,6 +90,7 @@ def load_task(name: str, data_dir: str | os.PathLike | None = None) -> Task:
 __all__ = [
     "DATA_DIR_ENV",
     "DEFAULT_TASK",
+    "DESIGN_BENCH_NAMES",
     "SUITES",
     "TASKS",
     "Task",
@@ -78,4 +98,5 @@ __all__ = [
     "get_task_class",
     "load_task",
     "resolve_data_dir",
+    "task_name",
 ]

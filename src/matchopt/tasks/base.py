@@ -77,6 +77,10 @@ class Task(ABC):
     offline_size: ClassVar[int]
     #: True for tasks built in memory that need no files.
     embedded: ClassVar[bool] = False
+    #: The task's name in design-bench (``TFBind8-Exact-v0``), where it has one: commands and
+    #: :func:`matchopt.design_bench.make` accept it for :attr:`name`. Declared by the class
+    #: itself (a subclass that is another task does not inherit it).
+    design_bench_name: ClassVar[str | None] = None
 
     def __init__(self, data_dir: str | os.PathLike | None = None):
         self.data_dir = resolve_data_dir(data_dir)

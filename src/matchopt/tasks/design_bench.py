@@ -207,6 +207,7 @@ class TFBind8(DesignBenchTask):
     """
 
     name = "tfbind8"
+    design_bench_name = "TFBind8-Exact-v0"
     summary = "DNA 8-mers, transcription-factor binding (SIX6_REF_R1); exact lookup oracle"
     space = DesignSpace.discrete(8, 4)
     offline_size = 32_898
@@ -228,6 +229,7 @@ class TFBind10(DesignBenchTask):
     """
 
     name = "tfbind10"
+    design_bench_name = "TFBind10-Exact-v0"
     summary = "DNA 10-mers, transcription-factor binding (PHO4); exact lookup oracle"
     space = DesignSpace.discrete(10, 4)
     offline_size = 10_000
@@ -261,6 +263,7 @@ class Superconductor(DesignBenchTask):
     """
 
     name = "superconductor"
+    design_bench_name = "Superconductor-RandomForest-v0"
     summary = "superconductor critical temperature from 86 element counts; random-forest oracle"
     space = DesignSpace.continuous(86)
     offline_size = 17_014

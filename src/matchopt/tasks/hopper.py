@@ -255,6 +255,7 @@ class HopperController(_HopperTask, DesignBenchTask):
     """
 
     name = "hopper"
+    design_bench_name = "HopperController-Exact-v0"
     summary = "Hopper MLP controller weights, 5126-d; gymnasium Hopper-v5 rollout oracle"
     offline_size = 3_200
     folder, prefix, n_shards, max_percentile = "hopper_controller", "hopper_controller", 1, 100.0

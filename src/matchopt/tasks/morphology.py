@@ -129,6 +129,7 @@ class AntMorphology(_MorphologyTask):
     """
 
     name = "ant"
+    design_bench_name = "AntMorphology-Exact-v0"
     summary = "Ant morphology, 4 legs x 15 values; MuJoCo rollout of a pretrained policy"
     space = DesignSpace.continuous(N_LEGS * len(ANT_LEG_FIELDS))
     robot = "ant"
@@ -164,6 +165,7 @@ class DKittyMorphology(_MorphologyTask):
     """
 
     name = "dkitty"
+    design_bench_name = "DKittyMorphology-Exact-v0"
     summary = "D'Kitty morphology, 4 legs x 14 values; MuJoCo rollout of a pretrained policy"
     space = DesignSpace.continuous(N_LEGS * len(DKITTY_LEG_FIELDS))
     robot = "dkitty"
