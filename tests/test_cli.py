@@ -253,3 +253,22 @@ def test_design_bench_names_work_as_task_names(tmp_path):
     assert twice.returncode == 2 and "--tasks lists 'tfbind8' twice" in twice.stderr
     unknown = matchopt("run", "--task", "TFBind9-Exact-v0")
     assert unknown.returncode == 2 and "design-bench names: TFBind8-Exact-v0" in unknown.stderr
+
+
+def test_run_skips_recorded_seeds_and_a_failed_run_leaves_no_folder(tmp_path):
+    out = tmp_path / "runs"
+    first = matchopt("run", "--preset", "quick", "--seeds", "0", "--out", str(out))
+    assert first.returncode == 0, first.stderr
+    record = out / "styblinski-tang" / "matchopt" / "seed0.json"
+    written = record.read_bytes(), record.stat().st_mtime_ns
+    again = matchopt("run", "--preset", "quick", "--seeds", "0,1", "--json", "--out", str(out))
+    assert again.returncode == 0, again.stderr
+    assert "seed 0 / quick] recorded already" in again.stderr
+    assert "MATCH-OPT training" in again.stderr  # seed 1 trains
+    assert [json.loads(line)["seed"] for line in again.stdout.splitlines()] == [0, 1]
+    assert (record.read_bytes(), record.stat().st_mtime_ns) == written
+
+    missing = matchopt("run", "--task", "tfbind8", "--out", "fresh", cwd=tmp_path,
+                       env_data_dir=tmp_path / "no-data")  # fmt: skip
+    assert missing.returncode == 2 and "not found" in missing.stderr
+    assert not (tmp_path / "fresh").exists()

@@ -291,23 +291,50 @@ def cmd_run(args: argparse.Namespace) -> int:
     entry = get_method_entry(args.method)
     build_config(entry, args.preset, overrides)  # validate options before loading data
     resolve_device(args.device)
+    created = not Path(args.out).exists()
     out = check_output_folder(args.out, "--out")
+    try:
+        return _run_cells(args, seeds, overrides, out)
+    except BaseException:
+        # A run that failed before writing anything leaves no empty folder behind.
+        if created and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
+
+
+def _run_cells(
+    args: argparse.Namespace, seeds: list[int], overrides: dict[str, str], out: Path
+) -> int:
     cells = [
         Cell(
             args.task, args.method, seed, args.preset, tuple(sorted(overrides.items())), args.device
         )
         for seed in seeds
     ]
-    for cell in cells:  # a record of another configuration stays: the folder would mix two
-        finished_record(cell, out)
+    # As bench: a seed whose record is there is done (a record of another configuration is an
+    # error: the folder would mix two).
+    finished = {cell: finished_record(cell, out) for cell in cells}
     if args.download:
         ensure_task_data(args.task, args.data_dir, download=True)
     task = load_task(args.task, args.data_dir)
     keep_freed_memory()
+    records = []
     try:
         # The bench's lock: a bench (or another run) on this folder shares snapshot files.
         with file_lock(out / LOCK_FILE, wait=False):
-            records = [_run_one(cell, task, out, args) for cell in cells]
+            for cell in cells:
+                record = finished[cell]
+                if record is None:
+                    record = _run_one(cell, task, out, args)
+                else:
+                    print(
+                        f"[{task.name} / {cell.method} / seed {cell.seed} / {cell.preset}] "
+                        f"recorded already: {cell.record_path(out)} (delete it to run again)",
+                        file=sys.stderr,
+                    )
+                    if args.json:
+                        print(record.to_json(), flush=True)
+                records.append(record)
     except FileLocked as err:
         raise MatchoptError(
             f"a bench or run ({err.holder}) is writing into {out}; wait for it to finish or "
