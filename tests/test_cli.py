@@ -272,3 +272,25 @@ def test_run_skips_recorded_seeds_and_a_failed_run_leaves_no_folder(tmp_path):
                        env_data_dir=tmp_path / "no-data")  # fmt: skip
     assert missing.returncode == 2 and "not found" in missing.stderr
     assert not (tmp_path / "fresh").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["optimize", "t.csv", "--target", "y"], "no file is left half-written"),
+        (["run", "--preset", "quick"], "recorded seeds are kept"),
+    ],
+)
+def test_ctrl_c_says_what_the_command_kept(argv, said, monkeypatch, capsys, tmp_path):
+    from matchopt import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, argv[0], interrupted)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    assert err.startswith("matchopt: interrupted (") and said in err
+    if argv[0] == "optimize":
+        assert "seed" not in err

@@ -822,6 +822,17 @@ COMMANDS = {
 }
 
 
+#: What a command interrupted by Ctrl-C has kept, said after "matchopt: interrupted".
+INTERRUPTED = {
+    "run": " (recorded seeds are kept; rerun the same command to go on: a seed in training "
+    "continues from its last snapshot)",
+    "bench": " (recorded cells are kept; rerun the same command to go on)",
+    "study": " (finished tasks and seeds are kept; rerun the same command to go on)",
+    "optimize": " (no file is left half-written: the proposals are written when ready, then "
+    "the model file)",
+    "propose": " (nothing was written)",
+}
+
 #: Settings that are command-line options of their own (the rest are ``--set`` config fields).
 OPTION_SETTINGS = {"workers": "--workers"}
 
@@ -850,7 +861,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `matchopt methods | head`
         return 0
     except KeyboardInterrupt:
-        print("matchopt: interrupted (finished seeds are saved)", file=sys.stderr)
+        command = sys.argv[1] if argv is None and len(sys.argv) > 1 else (argv or [""])[0]
+        print(f"matchopt: interrupted{INTERRUPTED.get(command, '')}", file=sys.stderr)
         return 130
 
 
