@@ -46,6 +46,8 @@ from matchopt.io import atomic_write_bytes
 EVERY_ENV = "MATCHOPT_CHECKPOINT_SECONDS"
 #: Seconds between snapshots of a long training run.
 DEFAULT_EVERY = 300.0
+#: The folder of a results folder that holds the snapshots of its running cells.
+SNAPSHOT_FOLDER = ".snapshots"
 
 
 def default_every() -> float:
@@ -144,11 +146,21 @@ class TrainingCheckpoint:
 
 def remove_snapshot(path: str | os.PathLike) -> None:
     """Remove the snapshot ``path`` and those of its other stages
-    (:meth:`TrainingCheckpoint.stage_path`)."""
+    (:meth:`TrainingCheckpoint.stage_path`), then the folders that this leaves empty, up to and
+    including the ``.snapshots`` folder a run keeps them in."""
     path = Path(path)
     path.unlink(missing_ok=True)
     for stage_file in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
         stage_file.unlink(missing_ok=True)
+    if SNAPSHOT_FOLDER not in path.parent.parts:
+        return
+    for folder in path.parents:
+        try:
+            folder.rmdir()  # only an empty folder goes
+        except OSError:
+            return
+        if folder.name == SNAPSHOT_FOLDER:
+            return
 
 
 def generator_state(rng: np.random.Generator) -> dict[str, Any]:

@@ -87,10 +87,12 @@ def file_lock(path: str | os.PathLike, wait: bool = True) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (POSIX ``flock``) for the ``with`` block.
 
     The operating system releases it when the holder dies, so a killed run leaves no stale lock.
-    The lock file holds the holder's pid, for messages.
+    The lock file holds the holder's pid, for messages, and is removed when the block ends (a
+    finished run leaves none behind). A process that waited on a file removed meanwhile takes
+    the lock again on the new one (the inode check), so two holders never overlap.
 
     Args:
-        path: the lock file (created if missing; never removed).
+        path: the lock file (created if missing).
         wait: wait for the holder to finish; False raises at once.
 
     Raises:
@@ -103,13 +105,23 @@ def file_lock(path: str | os.PathLike, wait: bool = True) -> Iterator[None]:
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as handle:
+    while True:
+        handle = open(path, "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             handle.seek(0)
             holder = handle.read().strip() or "another process"
+            handle.close()
             raise FileLocked(path, holder) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        handle.close()  # the holder removed this file: lock the one now at ``path``
+    with handle:
         handle.seek(0)
         handle.truncate()
         handle.write(f"pid {os.getpid()}\n")
@@ -117,4 +129,5 @@ def file_lock(path: str | os.PathLike, wait: bool = True) -> Iterator[None]:
         try:
             yield
         finally:
+            path.unlink(missing_ok=True)  # while still holding it, then release
             fcntl.flock(handle, fcntl.LOCK_UN)

@@ -18,11 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from matchopt.checkpoints import SNAPSHOT_FOLDER
 from matchopt.records import RunRecord, error_path, record_path
 from matchopt.tasks import Task, load_task
-
-#: Folder of a results folder holding the training snapshots of running cells.
-SNAPSHOT_DIR = ".snapshots"
 
 
 @dataclass(frozen=True)
@@ -51,7 +49,7 @@ class Cell:
     def snapshot_path(self, out: Path) -> Path:
         """Training snapshot of a resumable method while the cell runs
         (:mod:`matchopt.checkpoints`)."""
-        return Path(out) / SNAPSHOT_DIR / self.task / self.method / f"seed{self.seed}.pt"
+        return Path(out) / SNAPSHOT_FOLDER / self.task / self.method / f"seed{self.seed}.pt"
 
 
 @dataclass(frozen=True)

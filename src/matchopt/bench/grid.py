@@ -21,7 +21,8 @@ from tqdm import tqdm
 
 from matchopt._version import __version__
 from matchopt.bench.backends import run_local, run_ray
-from matchopt.bench.cells import SNAPSHOT_DIR, Cell, CellOutcome, Job
+from matchopt.bench.cells import Cell, CellOutcome, Job
+from matchopt.checkpoints import SNAPSHOT_FOLDER
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.io import FileLocked, atomic_write_bytes, check_output_folder, file_lock
 from matchopt.methods import get_method_entry
@@ -198,7 +199,7 @@ def plan_jobs(cells: list[Cell], out: Path) -> list[Job]:
         if len(job_cells) > 1:
             first = job_cells[0]
             label = f"{first.task}-seed{first.seed}-{name}"
-            folder = str(out / SNAPSHOT_DIR / ENSEMBLE_DIR / label)
+            folder = str(out / SNAPSHOT_FOLDER / ENSEMBLE_DIR / label)
         jobs.append(Job(job_cells, folder))
     return jobs
 
