@@ -14,7 +14,7 @@ def pytest_addoption(parser):
         "--torch-threads",
         type=int,
         default=None,
-        help="run the suite with torch.set_num_threads(N) (and N BLAS threads in subprocesses), "
+        help="run the suite with matchopt.runtime.set_threads(N) (N BLAS threads in subprocesses), "
         "to check that no test depends on the thread count",
     )
 
@@ -24,9 +24,9 @@ def pytest_configure(config):
     if threads is not None:
         if threads < 1:
             raise pytest.UsageError(f"--torch-threads must be >= 1, got {threads}")
-        import torch
+        from matchopt.runtime import set_threads
 
-        torch.set_num_threads(threads)
+        set_threads(threads)  # torch, BLAS, subprocesses; methods keep it (the app's choice)
         for variable in THREAD_VARIABLES:
             os.environ[variable] = str(threads)
 

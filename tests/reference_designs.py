@@ -24,6 +24,7 @@ PINNED_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
+    "MATCHOPT_THREADS": "1",
 }
 TASKS = ("styblinski-tang", "potts")
 N_DESIGNS = 32
@@ -31,12 +32,12 @@ N_DESIGNS = 32
 
 def compute() -> dict:
     """Method/task name -> designs (32 x shape); numpy and torch load after the environment."""
-    import torch
 
     from matchopt.methods import METHODS, make_method
+    from matchopt.runtime import set_threads
     from matchopt.tasks import load_task
 
-    torch.set_num_threads(1)
+    set_threads(1)
     designs = {}
     for task_name in TASKS:
         task = load_task(task_name)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -121,3 +123,42 @@ def test_seeded_torch_rng_leaves_gpu_generators_alone(monkeypatch):
     with seeded_torch_rng(5):
         pass
     assert calls == []
+
+
+def test_methods_called_directly_follow_the_thread_default(tmp_path):
+    """Method.fit / propose run with matchopt's default threads unless the caller chose them
+    (set_threads, limit_threads); a fresh process, so no earlier choice is in force."""
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import dataclasses, json, numpy as np, torch\n"
+        "from matchopt import DesignSpace, OfflineData\n"
+        "from matchopt.methods.base import Method\n"
+        "from matchopt.runtime import limit_threads, set_threads\n"
+        "@dataclasses.dataclass(frozen=True)\n"
+        "class Config:\n"
+        "    pass\n"
+        "class Probe(Method):\n"
+        "    config_class, presets, seen = Config, {'paper': {}}, []\n"
+        "    def fit(self, data):\n"
+        "        self.seen.append(torch.get_num_threads()); self.data_ = data; return self\n"
+        "    def propose(self, n=128):\n"
+        "        self.seen.append(torch.get_num_threads()); return self.data_.x[:n]\n"
+        "x = np.zeros((4, 2), np.float32)\n"
+        "data = OfflineData(x, np.arange(4.0), DesignSpace.continuous(2))\n"
+        "torch.set_num_threads(3)\n"
+        "Probe().fit(data).propose(2)\n"
+        "after = torch.get_num_threads()\n"
+        "with limit_threads(2):\n"
+        "    Probe().fit(data).propose(2)\n"
+        "set_threads(2)\n"
+        "Probe().fit(data)\n"
+        "print(json.dumps({'seen': Probe.seen, 'after': after}))\n"
+    )
+    env = {**os.environ, "MATCHOPT_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    # The default (1) inside fit and propose, the caller's 3 back after; a caller's choice kept.
+    assert out == {"seen": [1, 1, 2, 2, 2], "after": 3}

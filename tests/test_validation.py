@@ -9,6 +9,7 @@ import torch
 
 from matchopt.errors import MatchoptError
 from matchopt.methods import make_method
+from matchopt.runtime import limit_threads
 from matchopt.tasks import load_task
 from matchopt.validation import (
     CheckpointSelector,
@@ -133,13 +134,9 @@ def test_paper_preset_designs_are_unchanged(task_name, method_name):
     Tokens must be equal. Floats may differ by round-off where the processor's kernels sum in
     another order (see tests/roundoff.py); on the machine that stored them they were identical.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the reference was made with one thread
-    try:
+    with limit_threads(1):  # the reference was made with one thread
         method = make_method(method_name, "paper", {"epochs": 3, "search_steps": 10}, seed=5)
         designs = method.fit(load_task(task_name).offline).propose(16)
-    finally:
-        torch.set_num_threads(threads)
     expected = np.array(json.loads(REFERENCE.read_text())[f"{task_name}/{method_name}"])
     if designs.dtype.kind == "i":
         np.testing.assert_array_equal(designs, expected)

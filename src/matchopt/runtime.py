@@ -70,6 +70,11 @@ def check_threads(value: object, name: str = "--threads") -> int:
     return threads
 
 
+#: Whether the application chose the threads (:func:`set_threads`), and how many
+#: :func:`limit_threads` blocks are open: while either holds, methods keep those threads.
+_threads_chosen = {"application": False, "blocks": 0}
+
+
 def set_threads(threads: int | None = None) -> int:
     """Use ``threads`` (default :func:`default_threads`) compute threads in this process, for
     PyTorch and every BLAS/OpenMP library (threadpoolctl), and in processes it starts.
@@ -85,6 +90,7 @@ def set_threads(threads: int | None = None) -> int:
         os.environ[var] = str(threads)
     torch.set_num_threads(threads)
     threadpool_limits(limits=threads)
+    _threads_chosen["application"] = True
     return threads
 
 
@@ -99,10 +105,24 @@ def limit_threads(threads: int | None = None) -> Iterator[int]:
     before = torch.get_num_threads()
     with threadpool_limits(limits=threads):
         torch.set_num_threads(threads)
+        _threads_chosen["blocks"] += 1
         try:
             yield threads
         finally:
+            _threads_chosen["blocks"] -= 1
             torch.set_num_threads(before)
+
+
+@contextmanager
+def default_threads_unless_chosen() -> Iterator[None]:
+    """:func:`limit_threads` with the default, unless the threads were chosen already (by
+    :func:`set_threads` or an open :func:`limit_threads` block): what a method's ``fit`` and
+    ``propose`` run in, so that code calling them directly gets the same policy as the CLI."""
+    if _threads_chosen["application"] or _threads_chosen["blocks"]:
+        yield
+        return
+    with limit_threads():
+        yield
 
 
 # --- Devices ----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import numpy as np
 
 from matchopt.data import OfflineData
 from matchopt.errors import ConfigError, MatchoptError
-from matchopt.runtime import resolve_device
+from matchopt.runtime import default_threads_unless_chosen, resolve_device
 
 if TYPE_CHECKING:
     import torch
@@ -71,7 +71,9 @@ class Method(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "fit" in vars(cls) and not getattr(cls.fit, "__isabstractmethod__", False):
-            cls.fit = _all_or_nothing(cls.fit)
+            cls.fit = _in_default_threads(_all_or_nothing(cls.fit))
+        if "propose" in vars(cls) and not getattr(cls.propose, "__isabstractmethod__", False):
+            cls.propose = _in_default_threads(cls.propose)
 
     def __init__(
         self,
@@ -278,6 +280,18 @@ class Method(ABC):
 
 def _learned_names(method: Method) -> list[str]:
     return [k for k in vars(method) if k.endswith("_") and not k.startswith("_")]
+
+
+def _in_default_threads(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a method's ``fit`` or ``propose`` with matchopt's thread default
+    (:func:`~matchopt.runtime.default_threads_unless_chosen`) unless the caller chose threads."""
+
+    @functools.wraps(function)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with default_threads_unless_chosen():
+            return function(*args, **kwargs)
+
+    return wrapped
 
 
 def _all_or_nothing(fit: Callable[..., Method]) -> Callable[..., Method]:
