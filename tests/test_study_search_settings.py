@@ -83,3 +83,13 @@ def test_rules_put_combinations_that_fall_below_the_offline_best_last():
     assert list(table.index) == ["near", "far"]
     assert list(table["p50 above offline"]) == [2, 1]
     assert list(table["mean rank"]) == [1.5, 1.5]  # a tie by rank alone
+
+
+def test_rules_judge_the_values_the_tables_record():
+    # 1e-9 above the offline best is a tie at the tables' precision, not a win.
+    rows = [{"task": "a", "seed": 0, "setting": name, "offline_rows": 0.0, "offline_best": 0.5,
+             "oracle_p100": 0.9, "oracle_p50": value}
+            for name, value in (("first", 0.5 + 1e-9), ("second", 0.5))]  # fmt: skip
+    table = rule_table(pd.DataFrame(rows), ["second", "first"])
+    assert list(table["p50 above offline"]) == [0, 0]
+    assert list(table.index) == ["second", "first"]  # a tie: grid order decides

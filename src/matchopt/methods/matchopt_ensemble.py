@@ -10,8 +10,8 @@ top to bottom:
    each trajectory (as RaM, ICLR 2025). Each member trains at most ``max_steps`` optimizer steps:
    the paper's 200 epochs on small data, fewer epochs on large data (TF-Bind-8: 257 trajectories
    an epoch), which bounds the cost of a run.
-2. **Score**: ``mean_m g_m(x) - pessimism * std_m g_m(x)`` over the members (``pessimism`` 0,
-   the ensemble mean, is what the development suite chose).
+2. **Score**: ``mean_m g_m(x) - pessimism * std_m g_m(x)`` over the members (the development
+   suite chose ``pessimism`` 1).
 3. **Search**: Adam ascent of that score from the ``n_starts`` best offline designs,
    ``search_steps`` steps whose length does not depend on the dimension (Adam moves every
    coordinate by about its learning rate, so the rate is ``search_step / sqrt(d)``). Every
@@ -63,13 +63,13 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """Weight of the ListNet ranking term over each trajectory; 0: MATCH-OPT's loss only."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
     """How the loss gradient is computed (both exact)."""
-    pessimism: float = 0.0
+    pessimism: float = 1.0
     """The score is mean - pessimism * std over members (0: the ensemble mean)."""
     n_starts: int = 512
     """Search paths, from the best offline designs (at least the number of designs asked)."""
     search_steps: int = 200
     """Adam steps of every path."""
-    search_step: float = 0.3
+    search_step: float = 1.0
     """Length (L2, normalized features) of one search step: Adam's rate is this / sqrt(d)."""
     path_every: int = 10
     """Every this many steps a path's point becomes a candidate design."""
