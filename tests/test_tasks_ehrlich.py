@@ -133,6 +133,6 @@ def test_missing_holo_gives_one_line_error(monkeypatch):
                 cls()
             message = str(info.value)
             assert "\n" not in message and repr(cls.name) in message
-            assert "pip install --no-deps pytorch-holo==0.0.5 pooch" in message
+            assert "pip install --no-deps pytorch-holo==0.0.5 && pip install pooch" in message
     finally:
         ehrlich._ehrlich.cache_clear()

@@ -48,7 +48,7 @@ from matchopt.tasks.shards import offline_mask
 
 #: How to install holo so that it runs on numpy 2 (its 0.0.5 metadata pins numpy<2 and pulls
 #: wandb and hydra, which the Ehrlich function does not use).
-HOLO_INSTALL = "pip install --no-deps pytorch-holo==0.0.5 pooch"
+HOLO_INSTALL = "pip install --no-deps pytorch-holo==0.0.5 && pip install pooch"
 
 #: Rows per call to holo (its motif search holds windows x rows x motif length values).
 BATCH_ROWS = 8192
