@@ -385,11 +385,14 @@ def test_workers_die_with_a_killed_driver(tmp_path):
     assert not survivors, "a worker outlived its driver"
 
 
-def _shared_ensemble_jobs(out: Path):
+def _shared_ensemble_jobs(out: Path, overrides: dict[str, str] | None = None):
     """One job of two cells sharing a quick ensemble (potts seed 0)."""
     from matchopt.bench.grid import plan_jobs
 
-    grid = Grid(tasks=["potts"], methods=["ens-mean", "ens-min"], seeds=[0], preset="quick")
+    grid = Grid(
+        tasks=["potts"], methods=["ens-mean", "ens-min"], seeds=[0], preset="quick",
+        overrides=overrides or {},
+    )  # fmt: skip
     jobs = plan_jobs(grid.cells(), out)
     assert len(jobs) == 1 and len(jobs[0].cells) == 2 and jobs[0].ensemble_folder
     return jobs
@@ -426,7 +429,9 @@ def test_ray_streams_each_cell_of_a_shared_ensemble_job(tmp_path):
     from matchopt.bench.backends import run_ray
     from matchopt.bench.grid import store_outcome
 
-    jobs = _shared_ensemble_jobs(tmp_path)
+    # The second cell searches long enough (search steps only: the ensemble is still shared)
+    # that its own run time stands out from scheduling noise on a busy machine.
+    jobs = _shared_ensemble_jobs(tmp_path, {"ens-min.search_steps": "4000"})
     arrivals = []
 
     def collect(outcome):
@@ -437,7 +442,7 @@ def test_ray_streams_each_cell_of_a_shared_ensemble_job(tmp_path):
     run_ray(jobs, None, 1, 1, None, collect, str(tmp_path))
     assert [o.cell.method for _, o in arrivals] == ["ens-mean", "ens-min"]
     (first, _), (second, last) = arrivals
-    assert last.seconds > 0.05 and second - first > 0.5 * last.seconds
+    assert last.seconds > 0.5 and second - first > 0.5 * last.seconds
     assert not Path(jobs[0].ensemble_folder).exists()  # every cell done: released
     assert {p.parent.name for p in tmp_path.rglob("seed0.json")} == {"ens-mean", "ens-min"}
 
