@@ -47,7 +47,7 @@ candidates() {
 }
 
 baselines() {
-    $MATCHOPT bench --tasks "$NEW_TASKS" --methods "random,untrained,$COMPARED_BASELINES" \
+    $MATCHOPT bench --tasks "$NEW_TASKS" --methods "$COMPARED_BASELINES" \
         --seeds 0,1,2 --out "$OUT/baselines" --threads 1 --workers 1
     # hopper-local: matchopt, ga and random are in results/main (4 seeds); cma-es is left out
     # (about 3.5 h per seed: pycma's covariance update at d = 5,126).
