@@ -336,3 +336,51 @@ def test_remove_snapshot_removes_its_stages_only(tmp_path):
         "run1.refit.pt",
         "run[1]0.refit.pt",
     ]
+
+
+def test_ctrl_c_in_run_saves_a_snapshot_at_once_and_the_rerun_resumes_to_the_same_designs(
+    tmp_path, monkeypatch, capsys
+):
+    """A first Ctrl-C while `matchopt run` trains: the epoch ends, a snapshot is written (none
+    was due: the timed interval is far away), the run stops with 130, and the rerun continues
+    from that epoch to the designs of an uninterrupted run."""
+    from matchopt.cli import main
+
+    monkeypatch.setenv(checkpoints.EVERY_ENV, "100000")
+    argv = ["run", "--task", "potts", "--method", "matchopt", "--preset", "quick"]
+    argv += ["--set", "epochs=12", "--seeds", "1"]
+    assert main([*argv, "--out", str(tmp_path / "reference")]) == 0
+    real, calls, epochs_trained = matchopt_module.sample_trajectories, [], []
+
+    def ctrl_c_at_the_8th_draw(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 8:
+            os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", ctrl_c_at_the_8th_draw)
+    out = tmp_path / "run"
+    assert main([*argv, "--out", str(out)]) == 130
+    assert "stopping after this epoch to save a training snapshot" in capsys.readouterr().err
+    snapshot = out / checkpoints.SNAPSHOT_FOLDER / "potts" / "matchopt" / "seed1.pt"
+    assert snapshot.is_file() and not (out / "potts" / "matchopt" / "seed1.json").exists()
+    assert 0 < checkpoints.torch.load(snapshot, weights_only=True)["epoch"] < 12
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler put back
+
+    def counting(*args, **kwargs):
+        epochs_trained.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", counting)
+    assert main([*argv, "--out", str(out)]) == 0
+    assert 0 < len(epochs_trained) < 12  # resumed, not trained from scratch
+    np.testing.assert_array_equal(
+        np.load(out / "potts" / "matchopt" / "seed1.designs.npy"),
+        np.load(tmp_path / "reference" / "potts" / "matchopt" / "seed1.designs.npy"),
+    )
+
+
+def test_outside_a_training_loop_ctrl_c_stops_at_once():
+    with checkpoints.save_on_interrupt(), pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the signal handler raises here

@@ -294,3 +294,23 @@ def test_ctrl_c_says_what_the_command_kept(argv, said, monkeypatch, capsys, tmp_
     assert err.startswith("matchopt: interrupted (") and said in err
     if argv[0] == "optimize":
         assert "seed" not in err
+
+
+def test_the_recommended_method_is_marked_and_is_the_default_of_optimize_and_the_table_optimizer(
+    capsys,
+):
+    import inspect
+
+    from matchopt.cli import build_parser, main
+    from matchopt.methods import METHODS, RECOMMENDED_METHOD
+    from matchopt.tabular import TableOptimizer
+
+    assert RECOMMENDED_METHOD in METHODS
+    assert main(["methods"]) == 0
+    marked = [line for line in capsys.readouterr().out.splitlines() if "recommended" in line]
+    assert len(marked) == 1 and marked[0].split()[0] == RECOMMENDED_METHOD
+    args = build_parser().parse_args(["optimize", "t.csv", "--target", "y", "--out", "p.csv"])
+    assert args.method == RECOMMENDED_METHOD
+    assert inspect.signature(TableOptimizer).parameters["method"].default == RECOMMENDED_METHOD
+    assert main(["methods", RECOMMENDED_METHOD]) == 0
+    assert "(recommended)" in capsys.readouterr().out.splitlines()[0]

@@ -107,6 +107,45 @@ def test_categorical_table_uses_method_surrogate_and_observed_categories():
     assert_new_and_unique(proposals, frame, ["a", "b", "solvent"])
 
 
+def solvent_effect_frame(n: int = 200) -> pd.DataFrame:
+    """Ethanol adds 0.3 anywhere, but was measured only at poor values of a (a < 0.3): the best
+    rows hold all three solvents, and the best designs are ethanol at a = 0.7, b = 0.5."""
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+    poor = rng.choice(["ethanol", "water"], n)
+    solvent = np.where(a < 0.3, poor, rng.choice(["water", "dmso"], n))
+    y = -((a - 0.7) ** 2) - (b - 0.5) ** 2 + 0.3 * (solvent == "ethanol")
+    return pd.DataFrame({"a": a, "b": b, "solvent": solvent, "y": y})
+
+
+@pytest.mark.parametrize("method", ["ga", "random"])
+def test_categories_are_searched_by_default_and_kept_on_request(method):
+    frame = solvent_effect_frame()
+    top = frame.nlargest(32, "y")["solvent"]
+    assert (top == "ethanol").mean() < 0.5
+    settings = dict(target="y", categorical=["solvent"], method=method, preset="quick", seed=0)
+    searched = TableOptimizer(**settings).fit(frame)
+    proposals = searched.propose(32)
+    assert (proposals["solvent"] == "ethanol").mean() > 0.9
+    # Each proposal's solvent is the one its ranking surrogate predicts best for the rest of it.
+    designs = searched.schema_.encode(proposals)
+    (_, block), *_ = searched.schema_.category_blocks()
+    width = block.stop - block.start
+    tried = []
+    for category in range(width):
+        trial = designs.copy()
+        trial[:, block] = np.eye(width)[category]
+        tried.append(searched._predict(trial))
+    best = np.max(tried, axis=0)
+    np.testing.assert_allclose(searched._predict(designs), best, rtol=1e-6)
+    kept = TableOptimizer(**settings, categories="keep").fit(frame).propose(32)
+    if method == "ga":  # paths from the 32 best rows: their solvents, unchanged
+        assert sorted(kept["solvent"]) == sorted(top)
+    assert (kept["solvent"] == "ethanol").mean() < 0.5
+    with pytest.raises(MatchoptError, match="categories must be one of search, keep"):
+        TableOptimizer(**settings, categories="all").fit(frame)
+
+
 def test_categorical_only_table_and_shortfall_warning():
     # 3 x 2 possible designs, 4 measured: at most 2 new ones exist.
     frame = pd.DataFrame(

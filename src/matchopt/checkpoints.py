@@ -18,6 +18,11 @@ designs are scored, before they write its record; a caller of
 :meth:`~matchopt.methods.Method.resume_from` removes it when its results are stored (a fit from
 a finished snapshot trains nothing and gives the same model).
 
+A first Ctrl-C during a training loop that keeps snapshots (inside :func:`save_on_interrupt`,
+which ``matchopt run`` and a one-worker ``bench`` use) does not stop the loop at once: the loop
+finishes its epoch, writes a snapshot and then stops, so that a rerun continues from there
+instead of from the last timed snapshot. A second Ctrl-C stops at once.
+
 A snapshot also keeps the seconds the run had trained when it was written, over all sittings, so
 that a resumed run's record gives the time of the whole training (:attr:`TrainingCheckpoint.
 earlier_seconds`), not only that of its last sitting.
@@ -25,6 +30,7 @@ earlier_seconds`), not only that of its last sitting.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import glob
 import hashlib
@@ -32,7 +38,11 @@ import io
 import json
 import os
 import secrets
+import signal
+import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +58,44 @@ EVERY_ENV = "MATCHOPT_CHECKPOINT_SECONDS"
 DEFAULT_EVERY = 300.0
 #: The folder of a results folder that holds the snapshots of its running cells.
 SNAPSHOT_FOLDER = ".snapshots"
+
+
+class _Interrupt:
+    """What :func:`save_on_interrupt` knows: is it on, is a loop training, was a stop asked."""
+
+    enabled = False
+    training = False
+    requested = False
+
+
+def _on_interrupt(signum: int, frame: Any) -> None:
+    if _Interrupt.training and not _Interrupt.requested:
+        _Interrupt.requested = True
+        print(
+            "\nmatchopt: stopping after this epoch to save a training snapshot "
+            "(Ctrl-C again: stop now)",
+            file=sys.stderr,
+        )
+        return
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def save_on_interrupt() -> Iterator[None]:
+    """While inside, a first Ctrl-C (SIGINT) during a training loop that keeps snapshots asks it
+    to finish its epoch, save a snapshot and then raise ``KeyboardInterrupt``; outside a loop,
+    and at a second Ctrl-C, ``KeyboardInterrupt`` comes at once. Only in the main thread (where
+    Python delivers signals); elsewhere it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _on_interrupt)
+    _Interrupt.enabled, _Interrupt.training, _Interrupt.requested = True, False, False
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        _Interrupt.enabled, _Interrupt.training, _Interrupt.requested = False, False, False
 
 
 def default_every() -> float:
@@ -230,15 +278,25 @@ class LoopSnapshots:
         epoch to train (0 without a snapshot). Other saved values are in ``self.saved``."""
         self.saved = self.resume() or {}
         losses[:] = self.saved.get("losses", [])
+        _Interrupt.training = self.checkpoint is not None
         return self.saved.get("epoch", 0)
 
     def save(self, epoch: int, epochs: int, **values: Any) -> None:
         """After ``epoch`` of ``epochs`` epochs: a snapshot if one is due, and always after the
-        last (the finished state, kept until the run's designs are scored)."""
-        if self.checkpoint is None or (epoch < epochs and not self.checkpoint.due()):
+        last (the finished state, kept until the run's designs are scored). After a Ctrl-C
+        (:func:`save_on_interrupt`): a snapshot, then ``KeyboardInterrupt``."""
+        if self.checkpoint is None:
+            return
+        stop = _Interrupt.requested
+        if epoch < epochs and not (stop or self.checkpoint.due()):
             return
         parts = {name: self._state_of(part) for name, part in self.parts.items()}
         self.checkpoint.save(self.stage, {"parts": parts, "values": values, "epoch": epoch})
+        if epoch >= epochs:
+            _Interrupt.training = False
+        if stop:
+            _Interrupt.requested = _Interrupt.training = False
+            raise KeyboardInterrupt
 
 
 class TorchGlobalRNG:

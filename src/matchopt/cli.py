@@ -29,9 +29,10 @@ from matchopt._version import __version__
 from matchopt.bench import Grid, run_grid
 from matchopt.bench.cells import Cell, run_cell
 from matchopt.bench.grid import BACKENDS, LOCK_FILE, finished_record, first_repeated
+from matchopt.checkpoints import save_on_interrupt
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.io import FileLocked, check_output_folder, file_lock
-from matchopt.methods import METHODS, get_method_entry
+from matchopt.methods import METHODS, RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
 from matchopt.records import RunRecord, summary_table, write_record
 from matchopt.report import FORMATS, write_report
@@ -348,9 +349,10 @@ def _run_cells(
 def _run_one(cell: Cell, task: Task, out: Path, args: argparse.Namespace) -> RunRecord:
     """One seed of ``matchopt run``: a one-cell grid in this process; its record is written."""
     print(f"[{task.name} / {cell.method} / seed {cell.seed} / {cell.preset}]", file=sys.stderr)
-    record, designs = run_cell(
-        cell, task, progress=True, threads=args.threads, snapshot=cell.snapshot_path(out)
-    )
+    with save_on_interrupt():  # Ctrl-C in training: a snapshot first, so the seed resumes
+        record, designs = run_cell(
+            cell, task, progress=True, threads=args.threads, snapshot=cell.snapshot_path(out)
+        )
     path = write_record(out, record, designs)
     if args.json:
         print(record.to_json(), flush=True)
@@ -569,11 +571,12 @@ def cmd_methods(args: argparse.Namespace) -> int:
     if args.name is None:
         width = max(map(len, METHODS))
         for name, entry in METHODS.items():
-            print(f"{name:{width}}  {entry.summary}")
+            mark = "  (recommended: default of `matchopt optimize`)" * (name == RECOMMENDED_METHOD)
+            print(f"{name:{width}}  {entry.summary}{mark}")
         print("\n`matchopt methods NAME` lists a method's config fields (--set KEY=VALUE).")
         return 0
     entry = get_method_entry(args.name)
-    print(f"{args.name}: {entry.summary}")
+    print(f"{args.name}: {entry.summary}" + " (recommended)" * (args.name == RECOMMENDED_METHOD))
     notes = field_docs(entry.cls.config_class)
     paper = build_config(entry, "paper")
     presets = {p: v for p, v in entry.cls.presets.items() if p != "paper" and v}
@@ -632,6 +635,14 @@ def add_table_parsers(sub: argparse._SubParsersAction) -> None:
         "--categorical", default="", metavar="A,B", help="feature columns holding categories"
     )
     p_opt.add_argument(
+        "--categories",
+        default="search",
+        choices=("search", "keep"),
+        help="search (default): each proposal's categories are the ones the ranking surrogate "
+        "predicts best, one column at a time; keep: as the method's search left them (almost "
+        "always its start row's)",
+    )
+    p_opt.add_argument(
         "--sequence", default=None, metavar="COL", help="a fixed-length sequence column"
     )
     p_opt.add_argument(
@@ -644,12 +655,17 @@ def add_table_parsers(sub: argparse._SubParsersAction) -> None:
         metavar="COL=LO:HI",
         help="range of a numeric column's proposals (default: its observed range; repeatable)",
     )
-    p_opt.add_argument("--method", default="matchopt", help="method name (default matchopt)")
+    p_opt.add_argument(
+        "--method",
+        default=RECOMMENDED_METHOD,
+        help=f"method name (default {RECOMMENDED_METHOD}, the recommended one: `matchopt methods`)",
+    )
     p_opt.add_argument(
         "--preset",
         default=None,
         choices=PRESETS,
-        help="default: validated for matchopt (checkpoint chosen on held-out rows), else paper",
+        help="default: validated where the method has it (checkpoint chosen on held-out rows), "
+        "else paper",
     )
     p_opt.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field"
@@ -726,6 +742,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         oversample=args.oversample,
         min_distance=args.min_distance,
         diversity=args.diversity,
+        categories=args.categories,
         progress=True,
         device=args.device,
     )

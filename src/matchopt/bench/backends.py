@@ -23,6 +23,7 @@ from matchopt.bench.cells import (
     init_worker,
     release_ensemble,
 )
+from matchopt.checkpoints import save_on_interrupt
 from matchopt.errors import MatchoptError
 
 Collect = Callable[[CellOutcome], None]
@@ -49,9 +50,10 @@ def run_local(
     """
     if workers == 1:
         init_worker(threads)
-        for job in jobs:
-            for outcome in execute_job(job, data_dir, threads, out, progress):
-                collect(outcome)
+        with save_on_interrupt():  # Ctrl-C in training: a snapshot first, so the cell resumes
+            for job in jobs:
+                for outcome in execute_job(job, data_dir, threads, out, progress):
+                    collect(outcome)
         return
     # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.
     context = multiprocessing.get_context("spawn")

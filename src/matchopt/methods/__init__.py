@@ -1,6 +1,9 @@
 """Optimization methods behind one contract (:class:`~matchopt.methods.base.Method`).
 
 ``METHODS`` is the registry: name -> :class:`~matchopt.methods.base.MethodEntry`.
+``RECOMMENDED_METHOD`` is the method the project recommends (README, "Which method should I
+use?"): the default of ``matchopt optimize`` and of
+:class:`~matchopt.tabular.TableOptimizer`, marked by ``matchopt methods``.
 """
 
 from __future__ import annotations
@@ -66,6 +69,10 @@ METHODS: dict[str, MethodEntry] = {
     "bonet": MethodEntry(BONET, "BONET: transformer rolled out on sorted trajectories at low RTG"),
 }
 
+# Chosen on the development suite by the criterion written in docs/suite.md before the comparison
+# ran; changed only by a new round of that comparison, never by a test-task score.
+RECOMMENDED_METHOD = "matchopt"
+
 
 def get_method_entry(name: str) -> MethodEntry:
     if name not in METHODS:
@@ -87,4 +94,12 @@ def make_method(
     return entry.cls(config, seed=seed, progress=progress, device=device)
 
 
-__all__ = ["METHODS", "Method", "MethodEntry", "MatchOpt", "MatchOptConfig", "make_method"]
+__all__ = [
+    "METHODS",
+    "RECOMMENDED_METHOD",
+    "Method",
+    "MethodEntry",
+    "MatchOpt",
+    "MatchOptConfig",
+    "make_method",
+]

@@ -9,7 +9,13 @@
 How proposals are made:
 
 1. **The method's own designs.** ``propose(n)`` of the method (what a benchmark run scores),
-   decoded to the user's format (:meth:`TableSchema.decode`).
+   decoded to the user's format (:meth:`TableSchema.decode`). Search moves a categorical column
+   only inside its one-hot block, and decoding takes the block's argmax, so a search that starts
+   from a measured row almost always keeps that row's category. With ``categories="search"``
+   (the default) each design's categories are then chosen by the ranking surrogate (step 4):
+   one column at a time, every category is tried with the rest of the design fixed, and the
+   best-predicted one is kept (the current one unless another is predicted strictly higher).
+   ``categories="keep"`` leaves the method's categories as they are.
 2. **Deduplication** against every measured row and among the proposals, after decoding (two
    designs that round to the same row count once).
 3. **Top-up.** When duplicates leave fewer than ``n``, the method proposes more candidates,
@@ -53,7 +59,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.io import atomic_write_bytes
-from matchopt.methods import get_method_entry
+from matchopt.methods import RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.runtime import limit_threads, resolve_device
@@ -86,6 +92,10 @@ RANKER_PRESETS: dict[str, EnsembleConfig] = {
 
 class ProposalWarning(UserWarning):
     """Fewer new designs than asked for."""
+
+
+#: How proposals' categorical columns are set (:meth:`TableOptimizer._choose_categories`).
+CATEGORY_CHOICES = ("search", "keep")
 
 
 def resolve_preset(method: str, preset: str | None) -> str:
@@ -194,7 +204,8 @@ class TableOptimizer:
         minimize: lower target values are better.
         bounds: column -> (low, high) range of proposals for numeric columns (default: the
             observed range).
-        method: a registered method name (``matchopt.METHODS``).
+        method: a registered method name (``matchopt.METHODS``); default
+            ``matchopt.methods.RECOMMENDED_METHOD``, the one ``matchopt methods`` marks.
         preset: a preset of the method; None = ``validated`` where the method has it
             (MATCH-OPT: the checkpoint chosen on held-out rows), else ``paper``.
         overrides: config field -> value (as ``--set``).
@@ -212,6 +223,9 @@ class TableOptimizer:
             ``$MATCHOPT_DEVICE``, else cpu; :func:`~matchopt.runtime.resolve_device`). Random
             draws stay on the CPU, so a seed gives the same proposals on every device up to
             float rounding. A saved model is read back onto the CPU.
+        categories: ``search`` (default): each proposal's categorical columns are chosen by the
+            ranking surrogate, one column at a time (see the module docstring); ``keep``: as
+            the method's search left them (almost always its start row's).
 
     Attributes:
         schema_: the :class:`TableSchema` of the fitted table.
@@ -239,7 +253,7 @@ class TableOptimizer:
         alphabet: str | None = None,
         minimize: bool = False,
         bounds: Mapping[str, tuple[float, float]] | None = None,
-        method: str = "matchopt",
+        method: str = RECOMMENDED_METHOD,
         preset: str | None = None,
         overrides: Mapping[str, Any] | None = None,
         seed: int = 0,
@@ -249,6 +263,7 @@ class TableOptimizer:
         min_distance: float = 0.0,
         diversity: float = 0.0,
         device: str | None = None,
+        categories: str = "search",
     ):
         self.target = target
         self.features = features
@@ -267,6 +282,7 @@ class TableOptimizer:
         self.min_distance = min_distance
         self.diversity = diversity
         self.device = device
+        self.categories = categories
 
     @property
     def device_(self) -> torch.device:
@@ -316,6 +332,10 @@ class TableOptimizer:
             raise MatchoptError(f"oversample must be a whole number, got {self.oversample!r}")
         if self.oversample < 1:
             raise MatchoptError(f"oversample must be at least 1, got {self.oversample}")
+        if self.categories not in CATEGORY_CHOICES:
+            raise MatchoptError(
+                f"categories must be one of {', '.join(CATEGORY_CHOICES)}, got {self.categories!r}"
+            )
 
         schema = TableSchema.infer(
             frame,
@@ -451,7 +471,39 @@ class TableOptimizer:
 
     def _propose_designs(self, count: int) -> np.ndarray:
         designs = self.method_.propose_up_to(count)
-        return self.data_.space.validate(designs, f"designs returned by {self.method}")
+        designs = self.data_.space.validate(designs, f"designs returned by {self.method}")
+        return self._choose_categories(designs)
+
+    def _choose_categories(self, designs: np.ndarray) -> np.ndarray:
+        """With ``categories="search"``: each design's categories, one column at a time, the
+        best predicted by the ranking surrogate with the rest of the design fixed (the current
+        category unless another is predicted strictly higher); a design this would turn into a
+        measured row or into an earlier design keeps its own categories."""
+        blocks = self.schema_.category_blocks()
+        if getattr(self, "categories", "keep") == "keep" or not blocks or len(designs) == 0:
+            return designs
+        _, designs = self.schema_.canonical(designs)  # exact one-hot blocks, as decoded
+        started = designs.copy()
+        rows = np.arange(len(designs))
+        for _, block in blocks:
+            width = block.stop - block.start
+            predicted = np.empty((len(designs), width))
+            for category in range(width):
+                trial = designs.copy()
+                trial[:, block] = np.eye(width)[category]
+                predicted[:, category] = self._predict(trial)
+            current = designs[:, block].argmax(1)
+            best = predicted.argmax(1)
+            better = predicted[rows, best] > predicted[rows, current]
+            designs[better, block] = np.eye(width)[best[better]]
+        # A design whose new categories make it a measured row or an earlier design of this
+        # batch keeps the method's: many starts would otherwise collapse onto one best row.
+        seen = {row.tobytes() for row in self.data_.x.astype(designs.dtype)}
+        for index in rows:
+            if designs[index].tobytes() in seen:
+                designs[index] = started[index]
+            seen.add(designs[index].tobytes())
+        return designs
 
     def propose(self, n: int = 128) -> pd.DataFrame:
         """Up to ``n`` new rows in the table's format, best predicted first.

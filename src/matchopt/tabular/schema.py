@@ -437,6 +437,16 @@ class TableSchema:
         encoded = self.encode(rows, "proposals")
         return rows, self.space.validate(encoded, "proposals")
 
+    def category_blocks(self) -> list[tuple[str, slice]]:
+        """Each categorical column's name and the slice of its one-hot block in a design."""
+        blocks, start = [], 0
+        for column in self.columns:
+            width = _width(column)
+            if isinstance(column, CategoricalColumn):
+                blocks.append((column.name, slice(start, start + width)))
+            start += width
+        return blocks
+
     # -- distances --
 
     def distance_weights(self) -> np.ndarray:
