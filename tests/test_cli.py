@@ -1,4 +1,6 @@
-"""The CLI as a user runs it: subprocesses, exit codes, stdout/stderr contents."""
+"""The CLI as a user runs it: subprocesses, exit codes, stdout/stderr contents (error cases run
+``main()`` in this process, with the environment a subprocess would get: the same code path
+without a second start of Python and torch for each case)."""
 
 import json
 import os
@@ -25,6 +27,42 @@ def matchopt(*args, env_data_dir=None, **kwargs):
         timeout=300,
         **kwargs,
     )
+
+
+@pytest.fixture
+def in_process(monkeypatch, capsys, tmp_path):
+    """``matchopt(*args)`` as :func:`matchopt` gives it, run by ``main()`` in this process, in an
+    empty working folder; thread settings a command makes are undone afterwards."""
+    import torch
+
+    from matchopt import runtime
+    from matchopt.cli import main
+
+    monkeypatch.delenv("MATCHOPT_DATA_DIR", raising=False)
+    monkeypatch.setenv(
+        "XDG_CACHE_HOME", os.path.join(tempfile.gettempdir(), "matchopt-test-empty-cache")
+    )
+    variables = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    saved = {variable: os.environ.get(variable) for variable in variables}
+    monkeypatch.setattr(runtime, "_threads_chosen", dict(runtime._threads_chosen))
+    monkeypatch.chdir(tmp_path)
+    threads = torch.get_num_threads()
+
+    def call(*args: str) -> subprocess.CompletedProcess:
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exit:  # argparse's own errors
+            code = exit.code
+        captured = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+
+    yield call
+    torch.set_num_threads(threads)
+    for variable, value in saved.items():
+        if value is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = value
 
 
 def test_run_quick_json_writes_records(tmp_path):
@@ -123,8 +161,8 @@ def test_noreg_is_registered(tmp_path):
         (["bogus"], "invalid choice"),
     ],
 )
-def test_clear_errors(args, message):
-    result = matchopt(*args)
+def test_clear_errors(args, message, in_process):
+    result = in_process(*args)
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -224,8 +262,8 @@ def test_bench_report_and_study_commands(tmp_path):
         (["study", "search-settings", "--grid", "nope=1", "--task", "potts"], "nope"),
     ],
 )  # fmt: skip
-def test_grid_command_errors(args, message, tmp_path):
-    result = matchopt(*args, cwd=tmp_path)
+def test_grid_command_errors(args, message, in_process):
+    result = in_process(*args)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
