@@ -423,26 +423,26 @@ def test_each_cell_of_a_shared_ensemble_job_is_collected_when_it_ends(tmp_path, 
 
 def test_ray_streams_each_cell_of_a_shared_ensemble_job(tmp_path):
     # A job's cells run as one Ray task (one node keeps the ensemble); each outcome still comes
-    # back when its cell ends, not when the job ends: the second arrives about that cell's own
-    # run time after the first.
+    # back when its cell ends, not when the job ends: the first reaches the driver while the
+    # second cell is still running (an order of events, whatever the machine's load).
     pytest.importorskip("ray")
     from matchopt.bench.backends import run_ray
     from matchopt.bench.grid import store_outcome
 
-    # The second cell searches long enough (search steps only: the ensemble is still shared)
-    # that its own run time stands out from scheduling noise on a busy machine.
+    # The second cell searches for a while (search steps only: the ensemble is still shared),
+    # so that it is still running when the first outcome arrives.
     jobs = _shared_ensemble_jobs(tmp_path, {"ens-min.search_steps": "4000"})
     arrivals = []
 
     def collect(outcome):
-        arrivals.append((time.monotonic(), outcome))
+        arrivals.append((time.time(), outcome))
         assert outcome.ok, outcome.error
         store_outcome(outcome, tmp_path)
 
     run_ray(jobs, None, 1, 1, None, collect, str(tmp_path))
     assert [o.cell.method for _, o in arrivals] == ["ens-mean", "ens-min"]
-    (first, _), (second, last) = arrivals
-    assert last.seconds > 0.5 and second - first > 0.5 * last.seconds
+    (first_arrived, first), (_, second) = arrivals
+    assert first.ended <= first_arrived < second.ended
     assert not Path(jobs[0].ensemble_folder).exists()  # every cell done: released
     assert {p.parent.name for p in tmp_path.rglob("seed0.json")} == {"ens-mean", "ens-min"}
 

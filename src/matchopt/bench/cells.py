@@ -12,7 +12,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,6 +72,8 @@ class CellOutcome:
     error: str | None = None
     traceback: str | None = None
     seconds: float = 0.0
+    #: Wall-clock time (``time.time()``) at which the worker finished the cell.
+    ended: float = field(default_factory=time.time)
 
     @property
     def ok(self) -> bool:
