@@ -160,8 +160,9 @@ def test_markdown_tables(results):
 
 def test_latex_tables(results):
     text = write_report(results, (100,), "latex")
-    assert text.count("\\begin{tabular}") == 4  # score, ablation, runtime, missing cells
-    assert text.count("\\toprule") == 4 and text.count("\\bottomrule") == 4
+    # score, summary, ablation, runtime, missing cells
+    assert text.count("\\begin{tabular}") == 5
+    assert text.count("\\toprule") == 5 and text.count("\\bottomrule") == 5
     assert "Method & ant (published) & ant & tf\\_bind & MNR \\\\" in text
     assert "coms & 0.885 $\\pm$ 0.024 & \\textbf{0.950} (1) [1 seed] & -- & 0.333 \\\\" in text
     assert (
@@ -512,3 +513,31 @@ def test_figures_are_written_atomically(results, tmp_path, monkeypatch):
     assert {p.name for p in through} == names  # every file through the atomic writer
     assert {p.name for p in plots.iterdir()} == names  # no temporary file left
     assert (plots / "runtime.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_summary_over_the_tasks_hand_computed(results, capsys):
+    from matchopt.cli import main
+
+    text = write_report(results, (100, 50), "md", summary_only=True)
+    lines = table_lines(text)
+    header = (
+        "| Method | MNR p100 | MNR p50 | mean MNR | tasks | p50 above offline best "
+        "| p50 above matchopt p50 |"
+    )
+    # MNRs as in test_markdown_tables; rows sorted by their mean: matchopt (0.583 + 0.583) / 2,
+    # coms (0.333 + 1) / 2 = 0.667, noreg (0.75 + 0.667) / 2 = 0.708. Offline best 0.5 on both
+    # tasks; medians: ant matchopt 0.5, noreg 0.6, coms 0.1; tf_bind matchopt 0.3, noreg 0.2.
+    rows = [
+        "| matchopt | 0.583 | 0.583 | 0.583 | 2 | 0 of 2 | – |",
+        "| coms | 0.333 | 1.000 | 0.667 | 1 | 0 of 1 | 0 of 1 |",
+        "| matchopt-noreg | 0.750 | 0.667 | 0.708 | 2 | 1 of 2 | 1 of 2 |",
+    ]
+    start = lines.index(header)
+    assert lines[start + 2 : start + 5] == rows
+    assert "percentile 100" not in text  # the summary only
+    full = table_lines(write_report(results, (100, 50), "md"))
+    assert full[full.index(header) + 2 : full.index(header) + 5] == rows
+    assert main(["report", str(results), "--summary"]) == 0
+    assert capsys.readouterr().out == text
+    with pytest.raises(MatchoptError, match="--summary is a table of the md and latex"):
+        write_report(results, (100, 50), "csv", summary_only=True)

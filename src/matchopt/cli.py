@@ -176,6 +176,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--suite", default=None, choices=tuple(SUITES), help="only the tasks of this suite"
     )
     p_report.add_argument("--methods", default=None, help="only these methods (comma-separated)")
+    p_report.add_argument(
+        "--summary",
+        action="store_true",
+        help="only the summary over the tasks: each method's MNR and median wins (md, latex)",
+    )
 
     p_study = sub.add_parser("study", help="the paper's synthetic studies")
     studies = p_study.add_subparsers(dest="study", required=True, parser_class=_Parser)
@@ -407,6 +412,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         args.plots,
         tasks=tasks,
         methods=_names(args.methods, "--methods") if args.methods else None,
+        summary_only=args.summary,
     )
     print(text, end="")
     if args.plots:

@@ -362,6 +362,51 @@ def _score_table(
     return style.table(title, header, rows, notes)
 
 
+#: The method whose median designs :func:`_summary_table` compares every method with.
+REFERENCE_METHOD = "matchopt"
+
+
+def _summary_table(
+    style: _Style, summary: pd.DataFrame, qs: tuple[float, ...], offline: dict[str, float]
+) -> str:
+    """One row per method: its MNR at each percentile and their mean (rows sorted by it), and
+    on how many of its tasks its median design (q = 50) beats the offline best and
+    MATCH-OPT's median, compared at the tables' three decimals."""
+    mnrs = {q: mean_normalized_rank(mean_matrix(summary, q)) for q in qs}
+    overall = pd.concat(mnrs.values(), axis=1).mean(axis=1).sort_values(kind="stable")
+    medians = mean_matrix(summary, 50.0) if 50.0 in qs else None
+
+    def beats(task_means: pd.Series, others: pd.Series) -> str:
+        both = task_means.dropna().index.intersection(others.dropna().index)
+        wins = sum(round(task_means[t], 3) > round(others[t], 3) for t in both)
+        return f"{wins} of {len(both)}"
+
+    rows = []
+    for method, mean_mnr in overall.items():
+        row = [style.name(method)] + [_SCORE.format(mnrs[q][method]) for q in qs]
+        row.append(_SCORE.format(mean_mnr))
+        tasks = summary[(summary["method"] == method) & (summary["q"] == qs[0])]
+        row.append(str(tasks["task"].nunique()))
+        if medians is not None:
+            row.append(beats(medians[method], pd.Series(offline)))
+            if REFERENCE_METHOD in medians and method != REFERENCE_METHOD:
+                row.append(beats(medians[method], medians[REFERENCE_METHOD]))
+            elif REFERENCE_METHOD in medians:
+                row.append(style.missing)
+        rows.append(row)
+    header = ["Method"] + [f"MNR p{q:g}" for q in qs] + ["mean MNR", "tasks"]
+    if medians is not None:
+        header.append("p50 above offline best")
+        if REFERENCE_METHOD in medians:
+            header.append(f"p50 above {REFERENCE_METHOD} p50")
+    notes = (
+        "MNR: mean over tasks of rank / number of methods ranked on the task (lower is better), "
+        "as in the score tables; rows sorted by the mean of the MNRs. p50 above ...: tasks on "
+        "which the method's mean median design scores higher, compared at three decimals."
+    )
+    return style.table("Summary over the tasks", header, rows, notes)
+
+
 def _ablation_table(style: _Style, summary: pd.DataFrame, qs: tuple[float, ...]) -> str:
     full, noreg = ABLATION_METHODS
     present = set(summary["method"])
@@ -621,6 +666,7 @@ def write_report(
     tasks: Sequence[str] | None = None,
     methods: Sequence[str] | None = None,
     runtime: bool = True,
+    summary_only: bool = False,
 ) -> str:
     """Tables (and optionally figures) of the records under ``results_dir``.
 
@@ -633,15 +679,20 @@ def write_report(
         tasks: Only these tasks (default: all with records).
         methods: Only these methods (default: all with records); ranks are among them.
         runtime: Include the runtime table (wall seconds differ between reruns of the same grid).
+        summary_only: Only the summary over the tasks (each method's MNR and median wins), as
+            in the README's suite table.
 
     Returns:
-        The report text: a score table per percentile, the MATCH-OPT ablation and the runtime.
+        The report text: a score table per percentile, the summary over the tasks, the
+        MATCH-OPT ablation and the runtime.
 
     Raises:
         MatchoptError: On a bad format or percentile, or unreadable or missing records.
     """
     if fmt not in FORMATS:
         raise MatchoptError(f"report format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if summary_only and fmt == "csv":
+        raise MatchoptError("--summary is a table of the md and latex formats, not of csv")
     qs = check_percentiles(percentiles)
     records = load_records(results_dir)
     records = _filter(_filter(records, "task", tasks), "method", methods)
@@ -660,7 +711,10 @@ def write_report(
     )
     parts = ["# matchopt report\n\n" + intro if fmt == "md" else style.note(intro)]
     best = offline_best(records)
+    if summary_only:
+        return "\n\n".join([*parts, _summary_table(style, summary, qs, best)]) + "\n"
     parts += [_score_table(style, summary, q, best) for q in qs]
+    parts.append(_summary_table(style, summary, qs, best))
     parts.append(_ablation_table(style, summary, qs))
     if runtime:
         parts.append(

@@ -40,7 +40,7 @@ def keep_freed_memory() -> bool:
 THREADS_ENV = "MATCHOPT_THREADS"
 #: Most threads the default gives one run: matchopt's networks are small, and more threads than
 #: free cores make PyTorch's OpenMP threads wait on each other (measured 16x slower on a loaded
-#: 2-core machine; README: Threads).
+#: 2-core machine; docs/benchmarks.md: Threads).
 MAX_DEFAULT_THREADS = 4
 
 
@@ -48,7 +48,7 @@ def default_threads() -> int:
     """Compute threads of one run: ``$MATCHOPT_THREADS``, else half the cores (1 to 4).
 
     Half the cores, so that a run leaves room for whatever else the machine does (a browser,
-    another run) instead of collapsing when it has to share; see the README's measurements.
+    another run) instead of collapsing when it has to share (measurements: docs/benchmarks.md).
 
     Raises:
         MatchoptError: ``$MATCHOPT_THREADS`` is not a whole number >= 1.

@@ -30,7 +30,7 @@ regression and the backward loss (the starts still come from all rows); no proto
 it. The paper reports BDI running out of memory on TF-Bind-10, whose full offline set has
 millions of rows; the protocol's TF-Bind-10 keeps 10,000.
 
-Deviations from the public code (listed in the README):
+Deviations from the public code (listed in docs/baselines.md):
 * Adam's bias correction: the code passes steps 1..200 to ``jax.example_libraries`` Adam, which
   corrects with step + 1, so its first step is about 0.74 lr; we use standard Adam (torch).
 * gamma: the code's default is 0 (used on TF-Bind-8) and its README runs Ant Morphology with

@@ -26,7 +26,7 @@ Design representation: the transformer reads normalized features (:class:`Design
 z-scored floats, or z-scored logits of tokens); continuous designs are predicted as features,
 discrete ones as logits over the vocabulary at every position (decoded by argmax).
 
-Choices where the authors' code leaves a choice (documented, README):
+Choices where the authors' code leaves a choice (documented in docs/baselines.md):
 
 * normalization: y is scaled to [0, 1] with the OFFLINE min and max, so the best offline design
   has regret 0. The authors use the min and max of the full Design-Bench dataset, which a

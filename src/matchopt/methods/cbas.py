@@ -21,7 +21,7 @@ Design representation: the ensemble reads normalized features (:class:`DesignEnc
 for tokens, z-scored); the VAE models the z-scored features of continuous designs and the raw
 tokens of discrete ones (its encoder reads them one-hot).
 
-Deviations from baselines.md / design-baselines (listed in the README):
+Deviations from baselines.md / design-baselines (listed in docs/baselines.md):
 
 * tokens: the ensemble reads the z-scored logits, not a learned token embedding. A linear layer
   on logits is the same function class as embedding + flatten + linear (logits are an affine,

@@ -21,7 +21,7 @@ Design types. Discrete designs are design-bench logits, not z-scored, with ``tau
 and ``particle_lr = 0.05``. Scores are z-scored in both cases. The config fields default to
 ``None`` = that choice by design type.
 
-Deviations from the reference code (listed in the README):
+Deviations from the reference code (listed in docs/baselines.md):
 * the model trains on every offline row; the reference holds out 500 random rows that only feed
   its validation logs.
 * PyTorch defaults (Kaiming-uniform initialization, Adam eps 1e-8) instead of Keras'

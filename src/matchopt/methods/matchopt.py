@@ -25,7 +25,7 @@ It also shares the trajectory points between neighbouring pairs, uses that the f
 linear along a segment, and back-propagates the value term through the 128 trajectory rows only.
 Tests check both forms agree.
 
-Deviations from the public script (listed in the README):
+Deviations from the public script (listed in docs/matchopt.md):
 * quadrature: trapezoid (paper eq. 13) by default; ``left-riemann`` reproduces the script.
 * starts: top-128 offline designs (paper) by default; the script starts TF-Bind-8 searches from
   N(0, I) in the normalized space (``init="gaussian"``).
@@ -115,10 +115,11 @@ class MatchOptConfig(GradientMatchingConfig):
 QUICK = {"hidden": (64, 32, 16), "epochs": 4, "search_steps": 20, "trajectory_length": 32}
 #: The validated preset: the paper's training and search, plus the checkpoint rule frozen from
 #: ``matchopt study checkpoint-selection`` on the development tasks (potts, styblinski-tang,
-#: hopper-local; README: Checkpoint selection) before any TF-Bind-8 run: 10% of the rows held out
-#: (random, stratified by rank), scored every 10 epochs, the epoch of least held-out MSE kept.
+#: hopper-local; docs/studies.md: checkpoint selection) before any TF-Bind-8 run: 10% of the rows
+#: held out (random, stratified by rank), scored every 10 epochs, the epoch of least held-out MSE
+#: kept.
 #: Second version: the search step x 4, frozen from ``matchopt study search-step`` on the same
-#: development tasks (README: Search step) before the second TF-Bind-8 run.
+#: development tasks (docs/studies.md: search step) before the second TF-Bind-8 run.
 VALIDATED = {
     "validation_fraction": 0.1,
     "validation_split": "random",

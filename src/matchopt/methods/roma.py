@@ -22,7 +22,7 @@ Read top to bottom:
 Design types. Published only for continuous tasks. Discrete designs are searched as design-bench
 logits, z-scored like continuous features (RoMA z-scores x on every task), and decoded by argmax.
 
-Deviations from the reference code (listed in the README):
+Deviations from the reference code (listed in docs/baselines.md):
 * RoMA was published only for continuous tasks; on discrete data it runs on z-scored logits.
 * the model trains on every offline row; the reference holds out 200-500 random rows that only
   feed its validation logs.

@@ -153,8 +153,8 @@ def rule_table(picks: pd.DataFrame) -> pd.DataFrame:
     """Per rule (``split:rule``): mean oracle p100/p50 per task, mean p50 and p100 ranks.
 
     The rank is computed per task from the rules' mean p50 (1 = best, ties share the lower rank),
-    then averaged over tasks: the criterion written in the README before the study was run. Rows
-    are sorted by it (ties: mean p100 rank, then ``last``), so the first row is the winner.
+    then averaged over tasks: the criterion written (docs/studies.md) before the study was run.
+    Rows are sorted by it (ties: mean p100 rank, then ``last``), so the first row is the winner.
     """
     means = picks.groupby(["rule", "task"], sort=False)[["oracle_p100", "oracle_p50"]].mean()
     table = means.unstack("task")

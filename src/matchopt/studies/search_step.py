@@ -17,7 +17,7 @@ Read top to bottom:
    Also recorded, without the oracle: how far the designs moved (the share of designs left
    equal to their start, and the mean distance in normalized units).
 3. **Rules**: per scale the mean oracle p100/p50 per task and the mean p50 rank across tasks
-   (the criterion written in the README before the study ran); ties go to the smaller scale.
+   (the criterion written in docs/studies.md before the study ran); ties go to the smaller scale.
 
 Outputs in ``out`` (atomic; a finished (task, seed) is kept and skipped on a rerun, and the
 tables cover every finished seed of the named tasks made with the same settings):
