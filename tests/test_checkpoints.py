@@ -338,8 +338,17 @@ def test_remove_snapshot_removes_its_stages_only(tmp_path):
     ]
 
 
+@pytest.fixture
+def interactive_sigint():
+    """SIGINT as in an interactive terminal (a background or nohup run of the tests ignores
+    it); the handler before comes back after the test."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield signal.default_int_handler
+    signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_in_run_saves_a_snapshot_at_once_and_the_rerun_resumes_to_the_same_designs(
-    tmp_path, monkeypatch, capsys
+    tmp_path, monkeypatch, capsys, interactive_sigint
 ):
     """A first Ctrl-C while `matchopt run` trains: the epoch ends, a snapshot is written (none
     was due: the timed interval is far away), the run stops with 130, and the rerun continues
@@ -365,7 +374,7 @@ def test_ctrl_c_in_run_saves_a_snapshot_at_once_and_the_rerun_resumes_to_the_sam
     snapshot = out / checkpoints.SNAPSHOT_FOLDER / "potts" / "matchopt" / "seed1.pt"
     assert snapshot.is_file() and not (out / "potts" / "matchopt" / "seed1.json").exists()
     assert 0 < checkpoints.torch.load(snapshot, weights_only=True)["epoch"] < 12
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler put back
+    assert signal.getsignal(signal.SIGINT) is interactive_sigint  # the caller's handler is back
 
     def counting(*args, **kwargs):
         epochs_trained.append(1)
@@ -380,7 +389,17 @@ def test_ctrl_c_in_run_saves_a_snapshot_at_once_and_the_rerun_resumes_to_the_sam
     )
 
 
-def test_outside_a_training_loop_ctrl_c_stops_at_once():
+def test_outside_a_training_loop_ctrl_c_stops_at_once(interactive_sigint):
     with checkpoints.save_on_interrupt(), pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(5)  # the signal handler raises here
+
+
+def test_a_process_that_ignores_ctrl_c_goes_on_ignoring_it():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with checkpoints.save_on_interrupt():
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)  # ignored: nothing happens
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -85,8 +85,12 @@ def save_on_interrupt() -> Iterator[None]:
     """While inside, a first Ctrl-C (SIGINT) during a training loop that keeps snapshots asks it
     to finish its epoch, save a snapshot and then raise ``KeyboardInterrupt``; outside a loop,
     and at a second Ctrl-C, ``KeyboardInterrupt`` comes at once. Only in the main thread (where
-    Python delivers signals); elsewhere it changes nothing."""
+    Python delivers signals) of a process that does not ignore SIGINT; elsewhere it changes
+    nothing."""
     if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # e.g. under nohup: keep ignoring it
         yield
         return
     previous = signal.signal(signal.SIGINT, _on_interrupt)
