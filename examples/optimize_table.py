@@ -19,7 +19,7 @@ is far from the peak (a screen where nothing worked well). matchopt sees only th
 
 Run (from the repository root; about 30 s on a 2-core CPU)::
 
-    python examples/optimize_table.py [--out-dir optimize_table_out] [--method matchopt]
+    python examples/optimize_table.py [--out-dir optimize_table_out] [--method M] [--preset P]
 
 It writes ``reactions.csv``, runs the command line
 ``matchopt optimize reactions.csv --target yield --categorical solvent --out proposals.csv``,
@@ -73,8 +73,15 @@ def make_screen(n_draws: int = 2000, seed: int = 0) -> pd.DataFrame:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out-dir", default="optimize_table_out", help="folder for the files")
-    parser.add_argument("--method", default="matchopt", help="any matchopt method")
-    parser.add_argument("--preset", default="paper", choices=("paper", "quick"))
+    parser.add_argument(
+        "--method", default=None, help="any matchopt method (default: optimize's, the recommended)"
+    )
+    parser.add_argument(
+        "--preset", default=None, help="a preset of the method (default: optimize's default)"
+    )
+    parser.add_argument(
+        "--categories", default="search", choices=("search", "keep"), help="passed to matchopt"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the method")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="passed to matchopt"
@@ -90,9 +97,12 @@ def main() -> int:
 
     command = [
         "optimize", str(data), "--target", "yield", "--categorical", "solvent",
-        "--method", args.method, "--preset", args.preset, "--seed", str(args.seed),
-        "--out", str(proposals_path),
+        "--categories", args.categories, "--seed", str(args.seed), "--out", str(proposals_path),
     ]  # fmt: skip
+    if args.method is not None:
+        command += ["--method", args.method]
+    if args.preset is not None:
+        command += ["--preset", args.preset]
     for item in args.set:
         command += ["--set", item]
     print("$ matchopt " + " ".join(command))

@@ -236,6 +236,7 @@ def test_killed_grid_resumes_without_redoing_finished_cells(tmp_path):
         )
 
 
+@pytest.mark.minutes
 def test_ray_backend_gives_the_same_records(tmp_path):
     pytest.importorskip("ray")
     # Both sides run two workers, so each cell gets the same threads: thread count changes the
@@ -421,6 +422,7 @@ def test_each_cell_of_a_shared_ensemble_job_is_collected_when_it_ends(tmp_path, 
     assert not Path(jobs[0].ensemble_folder).exists()  # every cell done: released
 
 
+@pytest.mark.minutes
 def test_ray_streams_each_cell_of_a_shared_ensemble_job(tmp_path):
     # A job's cells run as one Ray task (one node keeps the ensemble); each outcome still comes
     # back when its cell ends, not when the job ends: the first reaches the driver while the
