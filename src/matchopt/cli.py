@@ -38,6 +38,7 @@ from matchopt.records import RunRecord, summary_table, write_record
 from matchopt.report import FORMATS, write_report
 from matchopt.runtime import (
     DEVICE_ENV,
+    MAX_SEED,
     THREADS_ENV,
     check_threads,
     keep_freed_memory,
@@ -73,21 +74,21 @@ def parse_seeds(text: str) -> list[int]:
         raise MatchoptError(f"--seeds {text!r}: expected integers separated by commas") from None
     if not seeds:
         raise MatchoptError("--seeds needs at least one seed")
-    if any(s < 0 for s in seeds):
-        raise MatchoptError(f"--seeds {text}: seeds must be integers >= 0")
+    if any(s < 0 or s > MAX_SEED for s in seeds):
+        raise MatchoptError(f"--seeds {text}: seeds must be integers from 0 to {MAX_SEED}")
     if len(set(seeds)) != len(seeds):
         raise MatchoptError(f"--seeds {text}: a seed is repeated (each seed is one run)")
     return seeds
 
 
 def seed_number(text: str) -> int:
-    """argparse type of ``--seed``: an integer >= 0."""
+    """argparse type of ``--seed``: an integer from 0 to :data:`~matchopt.runtime.MAX_SEED`."""
     try:
         seed = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"{seed}: seeds are integers >= 0")
+    if seed < 0 or seed > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{seed}: seeds are integers from 0 to {MAX_SEED}")
     return seed
 
 
