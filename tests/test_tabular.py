@@ -766,6 +766,9 @@ def test_targets_near_the_float64_limit_give_finite_predictions():
     proposals = opt.propose(8)
     assert len(proposals) == 8 and np.isfinite(proposals["predicted_y"]).all()
     assert proposals["predicted_y"].abs().max() > 1e297  # in the user's units, not rescaled
+    # The ensemble's spread too (the std of the decoded members would square 1e300).
+    spread = proposals["predicted_y_std"]
+    assert np.isfinite(spread).all() and (spread >= 0).all() and spread.max() > 1e290
 
 
 def test_standardizer_of_huge_values_matches_the_scaled_moments():
