@@ -124,6 +124,8 @@ def test_unknown_names_and_backend(tmp_path):
     ]:
         with pytest.raises(MatchoptError, match=f"the grid lists {words}"):
             run_grid(grid, tmp_path, progress=False)
+    with pytest.raises(MatchoptError, match="the grid's seed 4294967296: seeds are integers from"):
+        run_grid(Grid(["potts"], ["random"], [0, 2**32]), tmp_path, progress=False)
     assert not list(tmp_path.rglob("*.json"))  # refused before any cell ran
 
 

@@ -129,7 +129,12 @@ def test_noreg_is_registered(tmp_path):
         (["run", "--set", "quadrature=simpson"], "choose one of"),
         (["run", "--method", "matchopt-noreg", "--set", "alpha=1"], "fixes alpha"),
         (["run", "--seeds", "a,b"], "--seeds"),
-        (["run", "--seeds", "-1"], "--seeds -1: seeds must be integers >= 0"),
+        (["run", "--seeds", "-1"], "--seeds -1: seeds must be integers from 0 to 4294967295"),
+        (
+            ["run", "--seeds", "99999999999999999999999"],
+            "--seeds 99999999999999999999999: seeds must be integers from 0 to 4294967295",
+        ),
+        (["run", "--seeds", "0,4294967296"], "seeds must be integers from 0 to 4294967295"),
         (["run", "--seeds", "0,0"], "--seeds 0,0: a seed is repeated"),
         (["run", "--set", "epochs=-3"], "--set epochs=-3: must be an integer >= 1"),
         (["run", "--set", "epochs=0"], "--set epochs=0: must be an integer >= 1"),
@@ -142,8 +147,13 @@ def test_noreg_is_registered(tmp_path):
             ["bench", "--tasks", "potts", "--methods", "ga", "--out", "x", "--set", "epochs=0"],
             "--set epochs=0: must be an integer >= 1",
         ),
-        (["optimize", "x.csv", "--target", "y", "--seed", "-1"], "seeds are integers >= 0"),
-        (["study", "gradient-error", "--seed", "-1"], "seeds are integers >= 0"),
+        (["optimize", "x.csv", "--target", "y", "--seed", "-1"], "seeds are integers from 0"),
+        (
+            ["optimize", "x.csv", "--target", "y", "--seed", "18446744073709551616"],
+            "argument --seed: 18446744073709551616: seeds are integers from 0 to 4294967295",
+        ),
+        (["study", "gradient-error", "--seed", "-1"], "seeds are integers from 0 to 4294967295"),
+        (["study", "gradient-error", "--seed", "4294967296"], "seeds are integers from 0 to"),
         (["propose", "--model", "m.pt", "--n", "10000000000"], "at most 100,000 proposals"),
         (["run", "--out", __file__], f"--out {__file__} is a file, not a folder"),
         (
@@ -154,9 +164,20 @@ def test_noreg_is_registered(tmp_path):
         (["run", "--task", "tfbind8"], "matchopt data fetch tfbind8"),
         (["run", "--threads", "0"], "--threads 0: needs at least 1 thread"),
         (["optimize", "x.csv", "--target", "y", "--threads", "two"], "whole number of threads"),
+        (["run", "--threads", "1000"], f"--threads 1000: at most {4 * (os.cpu_count() or 1)} "),
+        (["propose", "--model", "m.pt", "--threads", "1000"], "--threads 1000: at most"),
         (
             ["bench", "--tasks", "potts", "--methods", "random", "--out", "x", "--threads", "0"],
             "--threads 0: needs at least 1 thread",
+        ),
+        (
+            ["bench", "--tasks", "potts", "--methods", "random", "--out", "x", "--threads", "1000"],
+            "--threads 1000: at most",
+        ),
+        (
+            ["bench", "--tasks", "potts", "--methods", "random", "--out", "x"]
+            + ["--seeds", "0,5000000000"],
+            "--seeds 0,5000000000: seeds must be integers from 0 to 4294967295",
         ),
         (["bogus"], "invalid choice"),
     ],

@@ -104,3 +104,30 @@ def test_editing_task_x_leaves_the_task_alone():
         edited = task.x
         edited[:] = 0
         np.testing.assert_array_equal(task.x, before)
+
+
+def test_a_name_that_is_not_a_string_is_one_error():
+    with pytest.raises(MatchoptError, match="a task name is a string, got list"):
+        design_bench.make(["TFBind8-Exact-v0"])
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_predict_refuses_logits_that_are_not_finite(value):
+    """NaN or infinite logits round to some token all the same: predict names them instead of
+    scoring designs nobody asked for."""
+    task = design_bench.make("potts")
+    task.map_to_logits()
+    logits = task.x[:4].copy()
+    logits[:] = value
+    with pytest.raises(MatchoptError, match=r"predict: logits hold \d+ NaN or infinite value"):
+        task.predict(logits)
+    logits = task.x[:4].copy()
+    logits[2, 5, 1] = value  # one value is enough
+    with pytest.raises(MatchoptError, match="the first at row 2, position 5"):
+        task.predict(logits)
+    task.map_normalize_x()
+    huge = task.x[:4].copy()
+    huge[1, 0, 0] = 3e38  # finite, but beyond float32 once denormalized
+    with pytest.raises(MatchoptError, match="denormalized logits hold 1 NaN or infinite"):
+        task.predict(huge)
+    assert np.isfinite(task.predict(task.x[:4])).all()

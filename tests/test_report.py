@@ -3,6 +3,7 @@ import dataclasses
 import io
 import json
 import math
+import re
 import shutil
 
 import numpy as np
@@ -476,6 +477,74 @@ def test_a_malformed_error_file_gives_a_generic_reason(results, content, reason)
     row = missing[(missing["task"] == "ant") & (missing["method"] == "coms")]
     assert row["reason"].tolist() == [f"failed (seed1.error.json): {reason}"]
     assert f"failed (seed1.error.json): {reason}" in write_report(results)
+
+
+def _cells(line: str) -> list[str]:
+    """The cells of a markdown table row, as a renderer splits them (``\\x`` escapes x)."""
+    return re.sub(r"\\.", "x", line).split("|")[1:-1]
+
+
+def test_text_from_files_cannot_forge_markdown_cells_or_drive_the_terminal(results):
+    """Reasons in pending.csv, failed cells' errors and task and method names come from files:
+    their ``|`` and control characters are escaped, so that every row keeps its cells."""
+    (results / "pending.csv").write_text(
+        'task,method,reason\ntf_bind,bonet,"GPU | pending | \x1b[31mred\x1b[0m\\|tab\there"\n'
+    )
+    (results / "ant" / "coms" / "seed1.error.json").write_text(
+        json.dumps({"error": "bad | cell\x07 \u202eevil\nTraceback"})
+    )
+    write_record(results, _record("ant", "evil|method\n| x |", 0, 0.5, 0.5), np.zeros((2, 3)))
+    text = write_report(results, (100,))
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    for section in text.split("\n## ")[1:]:
+        rows = [line for line in section.splitlines() if line.startswith("|")]
+        assert rows and all(len(_cells(row)) == len(_cells(rows[0])) for row in rows), section
+    missing = text.split("## Cells missing seeds")[1]
+    assert "GPU \\| pending \\| \\\\x1b[31mred\\\\x1b[0m\\\\\\|tab\\\\there" in missing
+    assert "failed (seed1.error.json): bad \\| cell\\\\x07 \\\\u202eevil |" in missing
+    assert "| evil\\|method\\\\n\\| x \\| " in text
+    latex = write_report(results, (100,), "latex")
+    assert "\x1b" not in latex and "evil|method\n" not in latex
+    assert "evil|method\\textbackslash{}n| x |" in latex
+    assert "GPU | pending | \\textbackslash{}x1b[31mred" in latex
+
+
+def test_latex_escapes_every_special_character():
+    from matchopt.report import _escape_latex
+
+    assert _escape_latex("a_b & 50% $x #1 {y} \\ ~z ^w") == (
+        "a\\_b \\& 50\\% \\$x \\#1 \\{y\\} \\textbackslash{} \\textasciitilde{}z "
+        "\\textasciicircum{}w"
+    )
+    assert (
+        _escape_latex("line\nnext % \x1b") == "line\\textbackslash{}nnext \\% \\textbackslash{}x1b"
+    )
+
+
+def test_a_malformed_published_table_is_one_error_naming_the_file(tmp_path, monkeypatch):
+    from matchopt import published
+
+    bad = [
+        "table,percentile,method,task,mean,std,note\nT1,100,ga,ant,0.2,0.1,,extra,fields\n",
+        "table,percentile,method,task,mean,std,note\nT1,100,ga,ant,high,0.1,\n",
+        "table,percentile,method,task,mean\nT1,100,ga,ant,0.2\n",
+        "",
+    ]
+    try:
+        for number, content in enumerate(bad):
+            path = tmp_path / f"published{number}.csv"
+            path.write_text(content)
+            monkeypatch.setattr(published, "DATA_FILE", str(path))
+            published.published_scores.cache_clear()
+            with pytest.raises(MatchoptError, match="not a readable table of published") as err:
+                published.published_cell(100, "ga", "ant")
+            assert str(path) in str(err.value) and "\n" not in str(err.value)
+        monkeypatch.setattr(published, "DATA_FILE", str(tmp_path / "absent.csv"))
+        published.published_scores.cache_clear()
+        with pytest.raises(MatchoptError, match="absent.csv: not a readable table"):
+            published.published_tasks(100)
+    finally:
+        published.published_scores.cache_clear()
 
 
 def test_a_pending_file_not_in_utf8_is_named(results):

@@ -13,7 +13,15 @@ from test_cli import matchopt
 
 from matchopt.errors import MatchoptError
 from matchopt.runner import run
-from matchopt.runtime import DEVICE_ENV, THREADS_ENV, default_threads, limit_threads, resolve_device
+from matchopt.runtime import (
+    DEVICE_ENV,
+    THREADS_ENV,
+    check_threads,
+    default_threads,
+    limit_threads,
+    resolve_device,
+    set_threads,
+)
 
 
 def test_default_is_half_the_cores_at_most_four(monkeypatch):
@@ -33,6 +41,34 @@ def test_limit_threads_restores_the_previous_setting():
     with limit_threads(1) as used:
         assert used == 1 and torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_threads_above_four_per_core_are_refused_everywhere(monkeypatch):
+    """1000 threads on 2 cores ran 4.6x slower: the CLI, set_threads and limit_threads refuse
+    more than 4 per core, naming the option, the value and the cap."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert check_threads("8") == 8
+    with pytest.raises(MatchoptError, match="--threads 9: at most 8 threads"):
+        check_threads("9")
+    before = torch.get_num_threads()
+    with pytest.raises(MatchoptError, match="at most 8 threads"):
+        with limit_threads(1000):
+            pass
+    with pytest.raises(MatchoptError, match="at most 8 threads"):
+        set_threads(1000)  # refused before it changes anything
+    assert torch.get_num_threads() == before
+    monkeypatch.setenv(THREADS_ENV, "64")
+    with pytest.raises(MatchoptError, match=f"\\${THREADS_ENV} 64: at most 8 threads"):
+        default_threads()
+
+
+def test_method_seeds_are_32_bit():
+    from matchopt.methods import make_method
+
+    for seed in (-1, 2**32, 18446744073709551616):
+        with pytest.raises(MatchoptError, match="seed must be an integer from 0 to 4294967295"):
+            make_method("random", "quick", seed=seed)
+    assert make_method("random", "quick", seed=2**32 - 1).seed == 2**32 - 1
 
 
 def test_run_records_the_threads_it_used():

@@ -599,6 +599,48 @@ def test_load_rejects_a_file_that_is_not_a_model(capsys, tmp_path):
     assert_one_line_error(code, err, "no.pt", "no such model file")
 
 
+#: Text a crafted file could hold to drive a terminal: a title change, a screen clear, a bell,
+#: a bidirectional override and a forged line.
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u202e\nmatchopt: error: forged"
+
+
+def test_text_of_a_crafted_model_file_prints_with_control_characters_escaped(capsys, tmp_path):
+    """propose prints the model's source table, column names and categories from the file:
+    escaped, so that they cannot drive the terminal or forge lines; letters stay as they are."""
+    frame = pd.DataFrame(
+        {
+            f"sé{HOSTILE}": ["x", f"ü{HOSTILE}", "z", "x"],
+            "t": ["p", "p", "p", "q"],
+            "y": [1.0, 2, 3, 4],
+        }
+    )
+    opt = TableOptimizer(
+        target="y", categorical=[f"sé{HOSTILE}", "t"], method="random", preset="quick", seed=0
+    ).fit(frame, source=f"table{HOSTILE}.csv")
+    model = opt.save(tmp_path / "model.pt")
+    code, out, err = run_cli(
+        capsys, "propose", "--model", model, "--n", 2, "--out", tmp_path / "o.csv"
+    )
+    assert code == 0, err
+    for text in (out, err):
+        assert not any(c in text for c in "\x1b\x07\u202e"), text
+        assert "forged" not in "".join(line for line in text.splitlines() if "\\n" not in line)
+    shown = "\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\nmatchopt: error: forged"
+    assert f"random fitted on table{shown}.csv" in err
+    assert f"sé{shown}" in out and f"ü{shown}" in out  # the table of the best rows
+    assert pd.read_csv(tmp_path / "o.csv").columns[0] == f"sé{HOSTILE}"  # the file keeps them
+
+
+def test_column_names_in_errors_are_escaped(capsys, tmp_path):
+    data = tmp_path / "data.csv"
+    numeric_frame().rename(columns={"a": f"a{HOSTILE}"}).to_csv(data, index=False)
+    for option in ("--target", "--features"):
+        args = ["--target", "nope"] if option == "--target" else ["--target", "y", option, "zz"]
+        code, _, err = run_cli(capsys, "optimize", data, *args, "--out", tmp_path / "o.csv")
+        assert_one_line_error(code, err, "columns: a\\x1b]0;pwned\\x07\\x1b[2J\\u202e\\n")
+        assert "\x1b" not in err
+
+
 # --- Atomic output --------------------------------------------------------------------------------
 
 
@@ -724,6 +766,9 @@ def test_targets_near_the_float64_limit_give_finite_predictions():
     proposals = opt.propose(8)
     assert len(proposals) == 8 and np.isfinite(proposals["predicted_y"]).all()
     assert proposals["predicted_y"].abs().max() > 1e297  # in the user's units, not rescaled
+    # The ensemble's spread too (the std of the decoded members would square 1e300).
+    spread = proposals["predicted_y_std"]
+    assert np.isfinite(spread).all() and (spread >= 0).all() and spread.max() > 1e290
 
 
 def test_standardizer_of_huge_values_matches_the_scaled_moments():

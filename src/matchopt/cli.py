@@ -30,7 +30,7 @@ from matchopt.bench import Grid, run_grid
 from matchopt.bench.cells import Cell, run_cell
 from matchopt.bench.grid import BACKENDS, LOCK_FILE, finished_record, first_repeated
 from matchopt.checkpoints import save_on_interrupt
-from matchopt.errors import ConfigError, MatchoptError
+from matchopt.errors import ConfigError, MatchoptError, printable
 from matchopt.io import FileLocked, check_output_folder, file_lock
 from matchopt.methods import METHODS, RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
@@ -38,6 +38,7 @@ from matchopt.records import RunRecord, summary_table, write_record
 from matchopt.report import FORMATS, write_report
 from matchopt.runtime import (
     DEVICE_ENV,
+    MAX_SEED,
     THREADS_ENV,
     check_threads,
     keep_freed_memory,
@@ -73,21 +74,21 @@ def parse_seeds(text: str) -> list[int]:
         raise MatchoptError(f"--seeds {text!r}: expected integers separated by commas") from None
     if not seeds:
         raise MatchoptError("--seeds needs at least one seed")
-    if any(s < 0 for s in seeds):
-        raise MatchoptError(f"--seeds {text}: seeds must be integers >= 0")
+    if any(s < 0 or s > MAX_SEED for s in seeds):
+        raise MatchoptError(f"--seeds {text}: seeds must be integers from 0 to {MAX_SEED}")
     if len(set(seeds)) != len(seeds):
         raise MatchoptError(f"--seeds {text}: a seed is repeated (each seed is one run)")
     return seeds
 
 
 def seed_number(text: str) -> int:
-    """argparse type of ``--seed``: an integer >= 0."""
+    """argparse type of ``--seed``: an integer from 0 to :data:`~matchopt.runtime.MAX_SEED`."""
     try:
         seed = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"{seed}: seeds are integers >= 0")
+    if seed < 0 or seed > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{seed}: seeds are integers from 0 to {MAX_SEED}")
     return seed
 
 
@@ -759,11 +760,11 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     schema = optimizer.schema_
     print(
         f"[{args.data}: {len(optimizer.data_)} rows / {args.method} / seed {args.seed}] "
-        f"design: {schema.describe()}",
+        f"design: {printable(schema.describe())}",
         file=sys.stderr,
     )
     if schema.ignored:
-        print(f"  ignored columns: {', '.join(schema.ignored)}", file=sys.stderr)
+        print(f"  ignored columns: {printable(', '.join(schema.ignored))}", file=sys.stderr)
     quality = optimizer.fit_quality_
     if quality is not None:
         print(
@@ -789,7 +790,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
     optimizer = TableOptimizer.load(args.model)
     if args.threads is not None:
         optimizer.threads = check_threads(args.threads)
-    fitted = f"{optimizer.method} fitted on {optimizer.source_}"
+    fitted = f"{optimizer.method} fitted on {printable(optimizer.source_)}"  # from the file
     print(f"[{args.model}: {fitted} / seed {optimizer.seed}]", file=sys.stderr)
     _propose_and_write(optimizer, args.n, out)
     return 0
@@ -815,7 +816,7 @@ def _propose_and_write(optimizer, n: int, out: Path) -> None:
         proposals = optimizer.propose(n)
     for warning in caught:
         if issubclass(warning.category, ProposalWarning):
-            print(f"matchopt: warning: {warning.message}", file=sys.stderr)
+            print(f"matchopt: warning: {printable(warning.message)}", file=sys.stderr)
         else:
             warnings.showwarning(
                 warning.message, warning.category, warning.filename, warning.lineno
@@ -826,9 +827,9 @@ def _propose_and_write(optimizer, n: int, out: Path) -> None:
             "measured rows or filtered out); nothing written"
         )
     write_table(proposals, out)
-    print(f"  ranked by {optimizer.ranking_}", file=sys.stderr)
-    if len(proposals):
-        print(proposals.head(10).to_string(index=False))
+    print(f"  ranked by {printable(optimizer.ranking_)}", file=sys.stderr)
+    if len(proposals):  # column names and categories come from the user's file
+        print("\n".join(map(printable, proposals.head(10).to_string(index=False).splitlines())))
     print(f"{len(proposals)} proposals -> {out}")
 
 
@@ -876,10 +877,11 @@ def main(argv: list[str] | None = None) -> int:
             set_threads(None if args.threads is None else check_threads(args.threads))
         return COMMANDS[args.command](args)
     except ConfigError as err:
-        print(f"matchopt: error: {_as_option(err)}", file=sys.stderr)
+        print(f"matchopt: error: {printable(_as_option(err))}", file=sys.stderr)
         return 2
     except MatchoptError as err:
-        print(f"matchopt: error: {err}", file=sys.stderr)
+        # One line, whatever names or text from files the message quotes.
+        print(f"matchopt: error: {printable(err)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `matchopt methods | head`
         return 0

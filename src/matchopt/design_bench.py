@@ -254,9 +254,15 @@ class DesignBenchTask:
         """Oracle values (n, 1) float32 of designs in the current format, in the current
         ``y`` format (design-bench's ``dataset_to_oracle_x`` / ``oracle_to_dataset_y``)."""
         x = np.asarray(x_batch)
+        logits = self.is_discrete and self._is_logits
+        if logits:
+            _check_finite_logits(x, "logits")
         if self.is_normalized_x:
-            x = self.denormalize_x(x)
-        if self.is_discrete and self._is_logits:
+            with np.errstate(over="ignore"):  # an overflow to inf is reported just below
+                x = self.denormalize_x(x)
+            if logits:
+                _check_finite_logits(x, "denormalized logits")
+        if logits:
             x = self.to_integers(x)
         y = self.task.score(x).astype(np.float32).reshape(-1, 1)
         return self.normalize_y(y) if self.is_normalized_y else y
@@ -265,6 +271,21 @@ class DesignBenchTask:
         return (
             f"DesignBenchTask({self.task_name!r}: {self.dataset_size} designs, "
             f"{self._space.describe()})"
+        )
+
+
+def _check_finite_logits(x: np.ndarray, what: str) -> None:
+    """Raise on NaN or infinite logits: rounding them to tokens would pick a class anyway (the
+    first one whose logit is NaN or inf), and predict would score a design nobody asked for."""
+    if not np.issubdtype(x.dtype, np.floating):
+        return  # to_integers names the dtype
+    finite = np.isfinite(x)
+    if not finite.all():
+        where = np.argwhere(~finite)[0]
+        position = f", position {where[1]}" if len(where) > 1 else ""
+        raise MatchoptError(
+            f"predict: {what} hold {(~finite).sum()} NaN or infinite value(s), the first at row "
+            f"{where[0]}{position} ({x[tuple(where)]}); logits must be finite numbers"
         )
 
 

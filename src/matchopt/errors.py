@@ -26,3 +26,18 @@ class ConfigError(MatchoptError):
         self.key, self.value, self.problem = key, value, problem
         shown = f"{key}={value}" if value is not None else repr(key)
         super().__init__(f"config field {shown}: {problem}")
+
+
+def printable(text: object) -> str:
+    """``text`` safe to print on a terminal or in one line of a message: control characters and
+    other characters that do not print (ESC, newlines, tabs, bidirectional overrides) become
+    their escapes as ``repr`` writes them (``\\x1b``, ``\\n``, ``\\u202e``); everything else,
+    non-ASCII letters included, is left alone.
+
+    For text read from files (column names, saved models, results folders): an escape
+    sequence in it must not drive the terminal, and a newline must not forge a line.
+    """
+    text = str(text)
+    if text.isprintable():  # the usual case, fast
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

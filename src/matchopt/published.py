@@ -14,17 +14,40 @@ from importlib import resources
 
 import pandas as pd
 
+from matchopt.errors import MatchoptError, printable
+
 #: Where the numbers come from, in words (printed under every table that shows them).
 SOURCE = "Hoang et al., ICML 2024, Tables 1-8; mean and std over 4 runs"
 DATA_FILE = "published_data/matchopt_icml2024.csv"
 
 
+#: The data file's columns.
+COLUMNS = ("table", "percentile", "method", "task", "mean", "std", "note")
+
+
 @lru_cache(maxsize=1)
 def published_scores() -> pd.DataFrame:
-    """Columns table, percentile, method, task, mean, std (NaN where not given), note."""
-    with resources.files("matchopt").joinpath(DATA_FILE).open("r", encoding="utf-8") as handle:
-        frame = pd.read_csv(handle, comment="#")
-    return frame.astype({"percentile": "float64", "mean": "float64", "std": "float64"})
+    """Columns table, percentile, method, task, mean, std (NaN where not given), note.
+
+    Raises:
+        MatchoptError: the data file is missing or malformed (an edited or broken install),
+            naming the file.
+    """
+    path = resources.files("matchopt").joinpath(DATA_FILE)
+    try:
+        with path.open("r", encoding="utf-8") as handle:
+            frame = pd.read_csv(handle, comment="#")
+        missing = [c for c in COLUMNS if c not in frame.columns]
+        if missing:
+            raise ValueError(f"no column {', '.join(missing)}")
+        frame = frame.astype({"percentile": "float64", "mean": "float64", "std": "float64"})
+    except (OSError, ValueError) as err:  # pandas' parser errors and UTF-8 errors included
+        lines = str(err).strip().splitlines()
+        reason = printable(lines[0] if lines else type(err).__name__)
+        raise MatchoptError(
+            f"{path}: not a readable table of published numbers ({reason}); reinstall matchopt"
+        ) from None
+    return frame
 
 
 def published_cell(q: float, method: str, task: str) -> str | None:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from matchopt.errors import MatchoptError
+from matchopt.errors import MatchoptError, printable
 from matchopt.evaluation import percentile
 from matchopt.io import atomic_write_bytes
 from matchopt.published import SOURCE, published_cell, published_tasks
@@ -228,8 +228,27 @@ def runtime_summary(records: Sequence[RunRecord]) -> pd.DataFrame:
 # --------------------------------------------------------------------------- text tables
 
 
+#: LaTeX's special characters, and what prints them.
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    **{c: "\\" + c for c in "_&%$#{}"},
+}
+
+
 def _escape_latex(text: str) -> str:
-    return re.sub(r"([_&%$#{}])", r"\\\1", text)
+    """``text`` (a name or message from a file) as LaTeX that prints it: special characters
+    escaped, control characters as visible escapes (a newline would end a ``%`` comment or a
+    tabular cell)."""
+    return re.sub(r"[\\~^_&%$#{}]", lambda m: _LATEX_SPECIAL[m.group()], printable(text))
+
+
+def _escape_markdown(text: str) -> str:
+    """``text`` (a name or message from a file) as one markdown table cell: ``|`` escaped (it
+    would end the cell), backslashes too (so that ``\\|`` cannot unescape it), control
+    characters as visible escapes (a newline would end the row)."""
+    return printable(text).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _count(n: int, noun: str) -> str:
@@ -258,7 +277,8 @@ class _Style:
         return f"\\textbf{{{text}}}" if self.fmt == "latex" else f"**{text}**"
 
     def name(self, text: str) -> str:
-        return _escape_latex(text) if self.fmt == "latex" else text
+        """Text from records or files (names, reasons, errors) as it prints in this format."""
+        return _escape_latex(text) if self.fmt == "latex" else _escape_markdown(text)
 
     def table(self, title: str, header: list[str], rows: list[list[str]], notes: str) -> str:
         """The cells (already formatted text) as a pandas table: GitHub markdown
@@ -703,7 +723,7 @@ def write_report(
     if fmt == "csv":
         return _csv_report(summary, times if runtime else times.iloc[:0], qs)
     style = _Style(fmt)
-    presets = ", ".join(sorted({r.preset for r in records}))
+    presets = ", ".join(style.name(p) for p in sorted({r.preset for r in records}))
     intro = (
         f"{_count(len(records), 'run')}, {_count(summary['task'].nunique(), 'task')}, "
         f"{_count(summary['method'].nunique(), 'method')} (presets: {presets}); scores are "

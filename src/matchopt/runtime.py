@@ -42,6 +42,9 @@ THREADS_ENV = "MATCHOPT_THREADS"
 #: free cores make PyTorch's OpenMP threads wait on each other (measured 16x slower on a loaded
 #: 2-core machine; docs/benchmarks.md: Threads).
 MAX_DEFAULT_THREADS = 4
+#: Most threads a run may ask for, per core of the machine: far more threads than cores only
+#: makes them wait on each other (1000 threads ran 4.6x slower on 2 cores).
+MAX_THREADS_PER_CORE = 4
 
 
 def default_threads() -> int:
@@ -59,14 +62,26 @@ def default_threads() -> int:
     return max(1, min(MAX_DEFAULT_THREADS, (os.cpu_count() or 1) // 2))
 
 
+def max_threads() -> int:
+    """Most compute threads a run may ask for: :data:`MAX_THREADS_PER_CORE` per core."""
+    return MAX_THREADS_PER_CORE * (os.cpu_count() or 1)
+
+
 def check_threads(value: object, name: str = "--threads") -> int:
-    """``value`` as a thread count >= 1, or a one-line error naming ``name``."""
+    """``value`` as a thread count from 1 to :func:`max_threads`, or a one-line error naming
+    ``name``."""
     try:
         threads = int(str(value).strip())
     except ValueError:
         raise MatchoptError(f"{name} {value!r}: expected a whole number of threads") from None
     if threads < 1:
         raise MatchoptError(f"{name} {value}: needs at least 1 thread")
+    cap = max_threads()
+    if threads > cap:
+        raise MatchoptError(
+            f"{name} {threads}: at most {cap} threads ({MAX_THREADS_PER_CORE} per core, "
+            f"{os.cpu_count() or 1} cores here); more only make them wait on each other"
+        )
     return threads
 
 
@@ -81,6 +96,9 @@ def set_threads(threads: int | None = None) -> int:
 
     Applications (the CLI, benchmark scripts) call this once; the library itself only limits
     threads inside :func:`limit_threads` blocks. Returns the number set.
+
+    Raises:
+        MatchoptError: ``threads`` is not a whole number from 1 to :func:`max_threads`.
     """
     import torch
     from threadpoolctl import threadpool_limits
@@ -97,7 +115,11 @@ def set_threads(threads: int | None = None) -> int:
 @contextmanager
 def limit_threads(threads: int | None = None) -> Iterator[int]:
     """Within the block, use ``threads`` compute threads (default :func:`default_threads`);
-    the previous settings come back after it. Yields the number used."""
+    the previous settings come back after it. Yields the number used.
+
+    Raises:
+        MatchoptError: ``threads`` is not a whole number from 1 to :func:`max_threads`.
+    """
     import torch
     from threadpoolctl import threadpool_limits
 
@@ -172,6 +194,13 @@ def resolve_device(name: str | None = None, option: str = "--device"):
     elif device.type != "cpu":
         raise MatchoptError(f"{option} {name!r}: matchopt runs on cpu, cuda or mps devices")
     return device
+
+
+# --- Seeds ------------------------------------------------------------------------------------
+
+#: Largest seed: one bound that every consumer of a seed accepts (numpy's legacy and
+#: scikit-learn's ``random_state`` take 32-bit seeds, torch at most 64 bits, records int64).
+MAX_SEED = 2**32 - 1
 
 
 @contextmanager

@@ -37,7 +37,7 @@ from matchopt.records import (
     summary_table,
     write_record,
 )
-from matchopt.runtime import check_threads, default_threads, resolve_device
+from matchopt.runtime import MAX_SEED, check_threads, default_threads, resolve_device
 from matchopt.tasks import TASKS, resolve_data_dir
 
 BACKENDS = ("local", "ray")
@@ -134,6 +134,11 @@ class Grid:
             repeated = first_repeated([int(n) for n in names] if what == "seed" else names)
             if repeated is not None:  # the same cells would run twice over
                 raise MatchoptError(f"the grid lists {what} {repeated!r} twice")
+        for seed in self.seeds:  # before any cell fails on it
+            if not 0 <= int(seed) <= MAX_SEED:
+                raise MatchoptError(
+                    f"the grid's seed {seed}: seeds are integers from 0 to {MAX_SEED}"
+                )
         for name in self.tasks:
             if name not in TASKS:
                 raise MatchoptError(f"unknown task {name!r}; choose from {', '.join(TASKS)}")

@@ -26,7 +26,7 @@ import numpy as np
 
 from matchopt.data import OfflineData
 from matchopt.errors import ConfigError, MatchoptError
-from matchopt.runtime import default_threads_unless_chosen, resolve_device
+from matchopt.runtime import MAX_SEED, default_threads_unless_chosen, resolve_device
 
 if TYPE_CHECKING:
     import torch
@@ -82,8 +82,12 @@ class Method(ABC):
         progress: bool = False,
         device: str | None = None,
     ):
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise MatchoptError(f"seed must be an integer >= 0, got {seed!r}")
+        if (
+            isinstance(seed, bool)
+            or not isinstance(seed, (int, np.integer))
+            or not 0 <= seed <= MAX_SEED
+        ):
+            raise MatchoptError(f"seed must be an integer from 0 to {MAX_SEED}, got {seed!r}")
         self.config = config
         self.seed = seed
         self.progress = progress

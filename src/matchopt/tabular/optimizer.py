@@ -462,12 +462,24 @@ class TableOptimizer:
             return np.asarray(self.method_.predict(designs), dtype=np.float64)
         return self._ensemble_members(designs).mean(0)
 
-    def _ensemble_members(self, designs: np.ndarray) -> np.ndarray:
-        """Each ensemble member's predicted mean (n_models x n), in matchopt's units."""
+    def _ensemble_members(self, designs: np.ndarray, decode: bool = True) -> np.ndarray:
+        """Each ensemble member's predicted mean (n_models x n), in matchopt's units (or, with
+        ``decode=False``, in the ensemble's standardized units)."""
         features = torch.from_numpy(self.ensemble_encoder_.encode_x(designs)).to(self.device_)
         with torch.no_grad():
             members = self.ensemble_.member_means(features).cpu().numpy()
+        if not decode:
+            return members.astype(np.float64)
         return self.ensemble_encoder_.decode_y(members.reshape(-1)).reshape(members.shape)
+
+    def _ensemble_spread(self, designs: np.ndarray) -> np.ndarray:
+        """Std of the members' predictions (n,), in the user's units. Computed in standardized
+        units and scaled after: the std of the decoded predictions squares them, which overflows
+        to inf for targets near the float64 limit (1e300)."""
+        members = self._ensemble_members(designs, decode=False)
+        scaler = self.ensemble_encoder_.y_scaler_
+        scale = 1.0 if scaler is None else np.abs(np.asarray(scaler.std, dtype=np.float64))
+        return members.std(axis=0) * scale  # a saved model's std may be an array of 1
 
     def _propose_designs(self, count: int) -> np.ndarray:
         designs = self.method_.propose_up_to(count)
@@ -582,7 +594,7 @@ class TableOptimizer:
         out = table.iloc[chosen].reset_index(drop=True)
         out[schema.prediction_name] = schema.user_scores(predicted[chosen])
         # Spread of the ensemble's members: the same in the user's sign.
-        out[schema.spread_name] = self._ensemble_members(designs[chosen]).std(0)
+        out[schema.spread_name] = self._ensemble_spread(designs[chosen])
         out[schema.distance_name] = (
             distances[chosen].astype(np.int64) if schema.sequence is not None else distances[chosen]
         )

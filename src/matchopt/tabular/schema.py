@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from matchopt.data import DesignSpace
-from matchopt.errors import MatchoptError
+from matchopt.errors import MatchoptError, printable
 
 #: File suffixes read and written as CSV or Parquet.
 CSV_SUFFIXES = (".csv",)
@@ -283,7 +283,7 @@ class TableSchema:
             raise MatchoptError("--alphabet needs --sequence: it lists a sequence column's letters")
         if target not in columns:
             raise MatchoptError(
-                f"{source}: no target column {target!r}; columns: {', '.join(columns)}"
+                f"{source}: no target column {target!r}; columns: {_column_list(columns)}"
             )
         categorical = list(categorical)
         bounds = dict(bounds or {})
@@ -369,7 +369,7 @@ class TableSchema:
         cats = [c for c in self.columns if isinstance(c, CategoricalColumn)]
         text = f"{numeric} numeric column(s)"
         if cats:
-            sizes = ", ".join(f"{c.name} ({len(c.categories)})" for c in cats)
+            sizes = ", ".join(f"{printable(c.name)} ({len(c.categories)})" for c in cats)
             text += f", {len(cats)} categorical column(s): {sizes}"
         return text + f" -> {self.space.describe()}"
 
@@ -678,6 +678,11 @@ def _is_true_false(series: pd.Series) -> bool:
     return bool(words) and words <= {"true", "false"}
 
 
+def _column_list(columns: Sequence[str]) -> str:
+    """The table's column names for a message, as they print (names come from the file)."""
+    return ", ".join(map(printable, columns))
+
+
 def _feature_names(
     columns: list[str],
     target: str,
@@ -688,7 +693,7 @@ def _feature_names(
 ) -> list[str]:
     for name in [*(features or []), *categorical, *([sequence] if sequence else [])]:
         if name not in columns:
-            raise MatchoptError(f"{source}: no column {name!r}; columns: {', '.join(columns)}")
+            raise MatchoptError(f"{source}: no column {name!r}; columns: {_column_list(columns)}")
         if name == target:
             raise MatchoptError(f"{source}: the target {target!r} cannot also be a feature")
     if features is not None and len(set(features)) != len(features):
