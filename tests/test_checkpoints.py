@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import errno
+import itertools
+import math
 import os
 import signal
 import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import matchopt.checkpoints as checkpoints
 import matchopt.methods.matchopt as matchopt_module
@@ -260,9 +265,9 @@ def test_a_refit_killed_midway_keeps_its_finished_training(tmp_path, monkeypatch
         matchopt_module.fused_loss_and_gradients,
     )
 
-    def recorded_start(self, losses):
+    def recorded_start(self, losses, *args, **kwargs):
         stage[0] = self.stage
-        starts.append((self.stage, real_start(self, losses)))
+        starts.append((self.stage, real_start(self, losses, *args, **kwargs)))
         return starts[-1][1]
 
     def counted_loss(*args, **kwargs):
@@ -300,8 +305,8 @@ def test_a_refit_killed_midway_keeps_its_finished_training(tmp_path, monkeypatch
 
 def test_a_cell_killed_while_proposing_does_not_train_again(tmp_path, monkeypatch):
     """The snapshot outlives ``fit``: a cell stopped in its search, rerun, reuses the training;
-    it is removed once the designs are scored."""
-    from matchopt.bench.cells import Cell, run_cell
+    it is removed once the record is written."""
+    from matchopt.bench.cells import Cell, run_cell, save_record
     from matchopt.methods.matchopt import MatchOpt
 
     monkeypatch.setenv("MATCHOPT_CHECKPOINT_SECONDS", "0")
@@ -323,7 +328,9 @@ def test_a_cell_killed_while_proposing_does_not_train_again(tmp_path, monkeypatc
     np.testing.assert_array_equal(again, designs)
     assert record.scores == whole.scores
     assert record.extra["resumed"]["earlier_seconds"] > 0  # the training of the first sitting
-    assert not snapshot.exists()
+    assert snapshot.is_file()  # until the record is written
+    save_record(cell, tmp_path, record, again)
+    assert cell.record_path(tmp_path).is_file() and not snapshot.exists()
 
 
 def test_remove_snapshot_removes_its_stages_only(tmp_path):
@@ -403,3 +410,388 @@ def test_a_process_that_ignores_ctrl_c_goes_on_ignoring_it():
             os.kill(os.getpid(), signal.SIGINT)  # ignored: nothing happens
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+# --- Crafted or corrupted snapshots --------------------------------------------------------------
+
+#: A validated MATCH-OPT run short enough to train in a second: its snapshot holds every kind
+#: of part (module, optimizer, numpy generator) and value (losses, history, selector).
+CRAFT_SETTINGS = {"epochs": 3, "validation_every": 2}
+
+
+def finished_snapshot(path, preset="validated-quick", settings=CRAFT_SETTINGS, name="matchopt"):
+    """The snapshot of a whole run (``every=0``), with the run's real key, read back as the
+    dict that ``torch.save`` wrote."""
+    data = load_task("potts").offline
+    make_method(name, preset, settings, seed=0).resume_from(path, every=0).fit(data)
+    return torch.load(path, weights_only=True)
+
+
+def _set(path, value):
+    """An edit of a snapshot: ``path`` (keys from the top) set to ``value``."""
+
+    def edit(state):
+        for key in path[:-1]:
+            state = state[key]
+        state[path[-1]] = value
+
+    return edit
+
+
+def _drop(path):
+    def edit(state):
+        for key in path[:-1]:
+            state = state[key]
+        del state[path[-1]]
+
+    return edit
+
+
+#: Case -> (edit of a real snapshot, what the warning says is wrong).
+CRAFTED = {
+    "epoch-far-ahead": (_set(["epoch"], 10**9), "snapshot epoch 1000000000 is outside 0..3"),
+    "epoch-negative": (_set(["epoch"], -5), "snapshot epoch -5 is outside 0..3"),
+    "epoch-not-an-integer": (_set(["epoch"], "abc"), "snapshot epoch 'abc' is not an integer"),
+    "epoch-a-bool": (_set(["epoch"], True), "snapshot epoch True is not an integer"),
+    "parts-empty": (_set(["parts"], {}), "snapshot has no part 'model'"),
+    "weight-of-a-wrong-shape": (
+        _set(["parts", "model", "hidden.0.weight"], torch.zeros(3, 3)),
+        "snapshot part 'model'['hidden.0.weight'] has shape (3, 3) instead of (64, 36)",
+    ),
+    "weight-missing": (
+        _drop(["parts", "model", "output.bias"]),
+        "snapshot part 'model' has no entry 'output.bias'",
+    ),
+    "weight-not-a-tensor": (
+        _set(["parts", "model", "output.bias"], [0.0]),
+        "snapshot part 'model'['output.bias'] is [0.0], not a tensor",
+    ),
+    "optimizer-moment-of-a-wrong-shape": (
+        _set(["parts", "optimizer", "state", 0, "exp_avg"], torch.zeros(2)),
+        "snapshot part 'optimizer'['state'][0]['exp_avg'] has shape (2,) instead of (64, 36)",
+    ),
+    "optimizer-step-missing": (
+        _drop(["parts", "optimizer", "state", 0, "step"]),
+        "snapshot part 'optimizer'['state'][0] has entries ['exp_avg', 'exp_avg_sq'] instead of "
+        "['exp_avg', 'exp_avg_sq', 'step']",
+    ),
+    "optimizer-of-other-parameters": (
+        _set(["parts", "optimizer", "state", 99], {}),
+        "snapshot part 'optimizer'['state'][99]: no such parameter",
+    ),
+    "optimizer-setting-of-a-wrong-type": (
+        _set(["parts", "optimizer", "param_groups", 0, "lr"], "fast"),
+        "snapshot part 'optimizer'['param_groups'][0]['lr'] is 'fast', not a number like 0.0001",
+    ),
+    "generator-of-another-kind": (
+        _set(["parts", "rng", "bit_generator"], "MT19937"),
+        "snapshot part 'rng'['bit_generator'] is 'MT19937' instead of 'PCG64'",
+    ),
+    "generator-state-out-of-range": (
+        _set(["parts", "rng", "state", "state"], -1),
+        "snapshot part 'rng' is not a state of a PCG64 generator",
+    ),
+    "values-empty": (_set(["values"], {}), "snapshot losses None are not a list of 3 numbers"),
+    "losses-short": (
+        _set(["values", "losses"], [1.0, 2.0]),
+        "snapshot losses [1.0, 2.0] are not a list of 3 numbers",
+    ),
+    "losses-not-numbers": (
+        _set(["values", "losses"], ["a", "b", "c"]),
+        "snapshot losses ['a', 'b', 'c'] are not all numbers",
+    ),
+    "history-too-long": (
+        _set(["values", "history"], [{"epoch": 2}] * 5),
+        "snapshot history [{'epoch': 2}, {'epoch': 2}, {'epoch'... is not a list of 2 evaluations",
+    ),
+    "selector-parameters-of-a-wrong-shape": (
+        _set(["values", "selector", "parameters", "output.weight"], torch.zeros(16, 1)),
+        "snapshot selector parameters['output.weight'] has shape (16, 1) instead of (1, 16)",
+    ),
+    "selector-epoch-ahead": (
+        _set(["values", "selector", "best_epoch"], 7),
+        "snapshot selector best epoch 7 is outside 1..3",
+    ),
+    "validation-seconds-nan": (
+        _set(["values", "validation_seconds"], math.nan),
+        "snapshot validation time nan is not a number of seconds >= 0",
+    ),
+    "seconds-nan": (
+        _set(["seconds"], math.nan),
+        "snapshot training time nan is not a number of seconds >= 0",
+    ),
+    "seconds-negative": (
+        _set(["seconds"], -1.0),
+        "snapshot training time -1.0 is not a number of seconds >= 0",
+    ),
+}
+
+
+def warnings_in(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("matchopt: warning:")]
+
+
+@pytest.mark.parametrize("case", CRAFTED)
+def test_a_crafted_snapshot_is_ignored_with_a_warning_and_training_starts_from_scratch(
+    tmp_path, monkeypatch, capsys, case
+):
+    """A snapshot with the run's key but a bad field: nothing is restored from it (no part
+    half-restored), one warning line names the file and the problem, and the run trains from
+    scratch to the designs of a run without snapshots."""
+    edit, problem = CRAFTED[case]
+    data = load_task("potts").offline
+    reference = make_method("matchopt", "validated-quick", CRAFT_SETTINGS, seed=0).fit(data)
+    snapshot = tmp_path / "seed0.pt"
+    state = finished_snapshot(snapshot)
+    edit(state)
+    torch.save(state, snapshot)
+    capsys.readouterr()
+
+    real_start, starts = checkpoints.LoopSnapshots.start, []
+
+    def recorded_start(self, *args, **kwargs):
+        starts.append(real_start(self, *args, **kwargs))
+        return starts[-1]
+
+    monkeypatch.setattr(checkpoints.LoopSnapshots, "start", recorded_start)
+    method = make_method("matchopt", "validated-quick", CRAFT_SETTINGS, seed=0)
+    method.resume_from(snapshot, every=0).fit(data)
+    assert warnings_in(capsys.readouterr().err) == [
+        f"matchopt: warning: {snapshot}: {problem}; training starts from scratch"
+    ]
+    assert starts == [0]
+    assert method.resumed_seconds() == 0
+    assert method.losses_ == reference.losses_
+    assert method.fit_report()["validation"] == reference.fit_report()["validation"]
+    assert method.selected_epoch_ == reference.selected_epoch_
+    np.testing.assert_array_equal(method.propose(16), reference.propose(16))
+    # The fresh training wrote a good snapshot over the bad one.
+    assert torch.load(snapshot, weights_only=True)["epoch"] == CRAFT_SETTINGS["epochs"]
+
+
+def test_an_unreadable_snapshot_is_ignored_with_a_warning(tmp_path, capsys):
+    data = load_task("potts").offline
+    snapshot = tmp_path / "seed0.pt"
+    finished_snapshot(snapshot, "quick", {"epochs": 2})
+    snapshot.write_bytes(snapshot.read_bytes()[:1000])  # cut short
+    capsys.readouterr()
+    method = make_method("matchopt", "quick", {"epochs": 2}, seed=0)
+    method.resume_from(snapshot, every=0).fit(data)
+    assert warnings_in(capsys.readouterr().err) == [
+        f"matchopt: warning: {snapshot}: not a readable training snapshot; training starts "
+        "from scratch"
+    ]
+    reference = make_method("matchopt", "quick", {"epochs": 2}, seed=0).fit(data)
+    assert method.losses_ == reference.losses_
+
+
+def test_a_crafted_coms_snapshot_is_ignored_before_any_part_is_restored(tmp_path, capsys):
+    """COMs restores a value of its own (log alpha) after its parts: a bad one is found before
+    the parts are restored."""
+    data = load_task("styblinski-tang").offline
+    settings = {"epochs": 2}
+    snapshot = tmp_path / "coms.pt"
+    make_method("coms", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
+    state = torch.load(snapshot, weights_only=True)
+    state["values"]["log_alpha"] = torch.zeros(3)
+    torch.save(state, snapshot)
+    capsys.readouterr()
+    resumed = make_method("coms", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
+    assert warnings_in(capsys.readouterr().err) == [
+        f"matchopt: warning: {snapshot}: snapshot log_alpha has shape (3,) instead of (); "
+        "training starts from scratch"
+    ]
+    reference = make_method("coms", "quick", settings, seed=2).fit(data)
+    assert resumed.losses_ == reference.losses_
+    assert resumed.alpha_ == reference.alpha_
+    np.testing.assert_array_equal(resumed.propose(8), reference.propose(8))
+
+
+def test_a_crafted_cma_es_search_snapshot_is_ignored_with_a_warning(tmp_path, capsys):
+    data = load_task("potts").offline
+    settings = {"runs_at_once": 4}
+    reference = make_method("cma-es", "quick", settings, seed=3).fit(data).propose(8)
+    snapshot = tmp_path / "cma-es.pt"
+    make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data).propose(8)
+    search = tmp_path / "cma-es.search-8.pt"
+    state = torch.load(search, weights_only=True)
+    state["groups"] = [torch.zeros(4, 5), torch.zeros(4, 36)]  # 36 features
+    torch.save(state, search)
+    capsys.readouterr()
+    method = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
+    np.testing.assert_array_equal(method.propose(8), reference)
+    assert warnings_in(capsys.readouterr().err) == [
+        f"matchopt: warning: {search}: snapshot group 0 is a tensor of shape (4, 5), not one of "
+        "shape (4, 36); the search starts from scratch"
+    ]
+
+
+def test_a_snapshot_with_a_nan_training_time_gives_a_record_the_report_reads(tmp_path, capsys):
+    """The training time of earlier sittings comes from the snapshot: NaN would make the
+    record's fit_seconds NaN, which the report (and a rerun) refuse."""
+    from matchopt.bench.cells import Cell, run_cell
+    from matchopt.records import write_record
+    from matchopt.report import write_report
+
+    cell = Cell("potts", "matchopt", 0, "quick", (("epochs", "3"),))
+    snapshot = cell.snapshot_path(tmp_path)
+    snapshot.parent.mkdir(parents=True)
+    state = finished_snapshot(snapshot, "quick", {"epochs": 3})
+    state["seconds"] = math.nan
+    torch.save(state, snapshot)
+    capsys.readouterr()
+    record, designs = run_cell(cell, threads=1, snapshot=snapshot)
+    assert len(warnings_in(capsys.readouterr().err)) == 1
+    assert math.isfinite(record.fit_seconds) and "resumed" not in record.extra
+    write_record(tmp_path, record, designs)
+    assert read_record(cell.record_path(tmp_path)).fit_seconds == record.fit_seconds
+    assert "potts" in write_report(tmp_path)
+
+
+# --- A full disk ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """``full_disk(which)``: from now on, the atomic writes of :mod:`matchopt.io` whose target
+    path ``which(path)`` accepts fail as on a full disk: their temporary file is made, its first
+    write raises ``OSError(ENOSPC)``. ``full_disk(None)``: space again."""
+    import matchopt.io as matchopt_io
+
+    real_mkstemp, real_fdopen = matchopt_io.tempfile.mkstemp, matchopt_io.os.fdopen
+    which, targets = [None], {}
+
+    class FullFile:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self.handle, name)
+
+    def mkstemp(*args, dir, prefix, suffix, **kwargs):
+        fd, tmp = real_mkstemp(*args, dir=dir, prefix=prefix, suffix=suffix, **kwargs)
+        targets[fd] = Path(dir) / prefix[1:-1]  # atomic_write_bytes: ".<name>." in the folder
+        return fd, tmp
+
+    def fdopen(fd, *args, **kwargs):
+        handle = real_fdopen(fd, *args, **kwargs)
+        target = targets.pop(fd, None)
+        if target is not None and which[0] is not None and which[0](target):
+            return FullFile(handle)
+        return handle
+
+    monkeypatch.setattr(matchopt_io.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(matchopt_io.os, "fdopen", fdopen)
+
+    def fill(predicate):
+        which[0] = predicate
+
+    return fill
+
+
+def temporaries(folder) -> list:
+    return [p for p in Path(folder).rglob("*.tmp")]
+
+
+def test_a_snapshot_that_cannot_be_written_leaves_the_last_good_one_and_the_run_goes_on(
+    tmp_path, monkeypatch, capsys, full_disk
+):
+    """The disk fills up after the first snapshot: one warning, the training goes on to the
+    designs of a run without snapshots, the first snapshot stays whole (no temporary file left),
+    and a rerun resumes from it."""
+    data = load_task("potts").offline
+    settings = {"epochs": 4}
+    reference = make_method("matchopt", "quick", settings, seed=0).fit(data)
+    snapshot = tmp_path / "seed0.pt"
+    writes = itertools.count()
+    full_disk(lambda path: path == snapshot and next(writes) >= 1)
+    capsys.readouterr()
+    method = make_method("matchopt", "quick", settings, seed=0).resume_from(snapshot, every=0)
+    method.fit(data)
+    assert warnings_in(capsys.readouterr().err) == [
+        f"matchopt: warning: could not save a training snapshot to {snapshot}: No space left "
+        "on device; the run goes on without it"
+    ]  # once, though three snapshots failed
+    assert next(writes) == 4
+    np.testing.assert_array_equal(method.propose(16), reference.propose(16))
+    assert torch.load(snapshot, weights_only=True)["epoch"] == 1
+    assert not temporaries(tmp_path)
+
+    full_disk(None)
+    real, epochs_trained = matchopt_module.sample_trajectories, []
+    monkeypatch.setattr(
+        matchopt_module,
+        "sample_trajectories",
+        lambda *a, **k: epochs_trained.append(1) or real(*a, **k),
+    )
+    rerun = make_method("matchopt", "quick", settings, seed=0).resume_from(snapshot, every=0)
+    rerun.fit(data)
+    assert len(epochs_trained) == 3  # from the snapshot of epoch 1
+    assert rerun.losses_ == reference.losses_
+    np.testing.assert_array_equal(rerun.propose(16), reference.propose(16))
+
+
+RUN = ["run", "--task", "potts", "--method", "matchopt", "--preset", "quick", "--set", "epochs=3"]
+
+
+def test_run_whose_final_snapshot_cannot_be_written_still_writes_its_record(
+    tmp_path, capsys, full_disk
+):
+    """The case of the issue: the run trained to the end, then the final snapshot (50 KB) did
+    not fit where the record (8 KB) does: the finished result is kept."""
+    from matchopt.cli import main
+
+    full_disk(lambda path: path.suffix == ".pt")
+    assert main([*RUN, "--out", str(tmp_path)]) == 0
+    snapshot = tmp_path / checkpoints.SNAPSHOT_FOLDER / "potts" / "matchopt" / "seed0.pt"
+    assert warnings_in(capsys.readouterr().err) == [
+        f"matchopt: warning: could not save a training snapshot to {snapshot}: No space left "
+        "on device; the run goes on without it"
+    ]
+    assert read_record(tmp_path / "potts" / "matchopt" / "seed0.json").p100 > 0
+    assert not snapshot.exists() and not temporaries(tmp_path)
+
+
+def errors_in(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("matchopt: error:")]
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_a_record_that_cannot_be_written_keeps_the_snapshot_and_the_rerun_resumes(
+    tmp_path, monkeypatch, capsys, full_disk, command
+):
+    """The record is written before the snapshot is removed: a full disk at the record ends the
+    command with one error line (exit 2), the finished snapshot stays, and the same command
+    once there is space trains nothing and writes the record."""
+    from matchopt.cli import main
+
+    if command == "run":
+        argv = [*RUN, "--out", str(tmp_path)]
+    else:
+        argv = ["bench", "--tasks", "potts", "--methods", "matchopt", "--preset", "quick"]
+        argv += ["--set", "epochs=3", "--seeds", "0", "--workers", "1", "--out", str(tmp_path)]
+    record = tmp_path / "potts" / "matchopt" / "seed0.json"
+    snapshot = tmp_path / checkpoints.SNAPSHOT_FOLDER / "potts" / "matchopt" / "seed0.pt"
+    full_disk(lambda path: path == record)
+    assert main(argv) == 2
+    assert errors_in(capsys.readouterr().err) == [
+        f"matchopt: error: could not save the record of potts/matchopt/seed0 to {record}: No "
+        f"space left on device; its training snapshot {snapshot} is kept: rerun the same "
+        "command to resume from it"
+    ]
+    assert not record.exists() and not temporaries(tmp_path)
+    assert torch.load(snapshot, weights_only=True)["epoch"] == 3
+
+    full_disk(None)
+    monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", untouched)
+    assert main(argv) == 0
+    assert read_record(record).p100 > 0 and not snapshot.exists()

@@ -610,3 +610,25 @@ def test_summary_over_the_tasks_hand_computed(results, capsys):
     assert capsys.readouterr().out == text
     with pytest.raises(MatchoptError, match="--summary is a table of the md and latex"):
         write_report(results, (100, 50), "csv", summary_only=True)
+
+
+def test_figures_onto_a_full_disk_are_one_error_naming_the_file(
+    results, tmp_path, monkeypatch, capsys
+):
+    import errno
+
+    import matchopt.report as report
+    from matchopt.cli import main
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report, "atomic_write_bytes", full)
+    plots = tmp_path / "plots"
+    with pytest.raises(MatchoptError) as caught:
+        write_report(results, plots_dir=plots)
+    assert str(caught.value) == (
+        f"could not write {plots / 'percentile_curves.png'}: No space left on device"
+    )
+    assert main(["report", str(results), "--plots", str(plots)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"matchopt: error: {caught.value}"]

@@ -14,9 +14,20 @@ ones finished.
 The last epoch always leaves a snapshot (the finished state), and it stays after ``fit``: a run
 killed after its training, while it searches or is scored, takes its trained model from there
 instead of training again. ``matchopt run`` and ``bench`` remove the snapshot once the run's
-designs are scored, before they write its record; a caller of
+record is written (:func:`matchopt.bench.cells.save_record`): a record that cannot be written
+(a full disk) leaves the snapshot, and the rerun takes the trained model from it; a caller of
 :meth:`~matchopt.methods.Method.resume_from` removes it when its results are stored (a fit from
 a finished snapshot trains nothing and gives the same model).
+
+A snapshot is checked whole before anything is restored from it (:meth:`LoopSnapshots.start`):
+its epoch in ``0..epochs``, every part present with the shapes and types of the live modules,
+optimizers and generators, the values the loop keeps (losses, one per epoch trained, and the
+method's own), and its training time a finite number of seconds >= 0. A snapshot of this run
+that fails a check (corrupted, or crafted) is ignored with a one-line warning on stderr and the
+training starts from scratch; one of another run (another key) is ignored silently. A snapshot
+that cannot be written (a full disk) does not stop the run: a one-line warning, and the run goes
+on without it; the previous snapshot stays whole (the writes are atomic), so that a rerun after
+a kill resumes from there.
 
 A first Ctrl-C during a training loop that keeps snapshots (inside :func:`save_on_interrupt`,
 which ``matchopt run`` and a one-worker ``bench`` use) does not stop the loop at once: the loop
@@ -31,25 +42,28 @@ earlier_seconds`), not only that of its last sitting.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import glob
 import hashlib
 import io
 import json
+import math
+import numbers
 import os
 import secrets
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from matchopt.errors import MatchoptError
+from matchopt.errors import MatchoptError, printable
 from matchopt.io import atomic_write_bytes
 
 #: Environment variable: seconds between snapshots (default :data:`DEFAULT_EVERY`).
@@ -126,6 +140,185 @@ def run_key(method: Any, x: np.ndarray, y: np.ndarray) -> str:
     return digest.hexdigest()
 
 
+#: What a check of a snapshot returns: what is wrong with it, in words, or None.
+Check = Callable[[dict[str, Any]], "str | None"]
+
+
+def warn(message: str) -> None:
+    """One line on stderr: ``matchopt: warning: <message>`` (names and text from files made
+    printable, so that the line stays one line), above the progress bars of a training loop
+    (``tqdm.write``), not in the middle of one."""
+    from tqdm.auto import tqdm
+
+    tqdm.write(f"matchopt: warning: {printable(message)}", file=sys.stderr)
+
+
+def is_number(value: object) -> bool:
+    """A real number, not a bool (nor a tensor)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def is_finite_number(value: object) -> bool:
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def is_integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def shown(value: object, limit: int = 40) -> str:
+    """``repr`` of a bad value on one line, cut short (a tensor: its shape)."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def state_problem(saved: Any, live: Any, where: str) -> str | None:
+    """What keeps ``saved`` from standing for ``live`` (a state dict, or any nest of dicts,
+    lists, tensors and plain values), or None: the same keys and lengths, tensors of the same
+    shape and dtype, numbers for numbers, the same strings, bools and Nones. ``where`` names
+    ``saved`` in the message."""
+    if isinstance(live, torch.Tensor):
+        if not isinstance(saved, torch.Tensor):
+            return f"{where} is {shown(saved)}, not a tensor"
+        if saved.shape != live.shape:
+            return f"{where} has shape {tuple(saved.shape)} instead of {tuple(live.shape)}"
+        if saved.dtype != live.dtype:
+            return f"{where} has dtype {saved.dtype} instead of {live.dtype}"
+        return None
+    if isinstance(live, Mapping):
+        if not isinstance(saved, Mapping):
+            return f"{where} is {shown(saved)}, not a dict"
+        missing = [key for key in live if key not in saved]
+        if missing:
+            return f"{where} has no entry {shown(missing[0])}"
+        extra = [key for key in saved if key not in live]
+        if extra:
+            return f"{where} has an unexpected entry {shown(extra[0])}"
+        for key, value in live.items():
+            problem = state_problem(saved[key], value, f"{where}[{key!r}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(live, (list, tuple)):
+        if not isinstance(saved, (list, tuple)):
+            return f"{where} is {shown(saved)}, not a list"
+        if len(saved) != len(live):
+            return f"{where} has {len(saved)} entries instead of {len(live)}"
+        for i, (saved_value, value) in enumerate(zip(saved, live)):
+            problem = state_problem(saved_value, value, f"{where}[{i}]")
+            if problem:
+                return problem
+        return None
+    if isinstance(live, bool) or live is None or isinstance(live, str):
+        if type(saved) is not type(live) or (isinstance(live, str) and saved != live):
+            return f"{where} is {shown(saved)} instead of {shown(live)}"
+        return None
+    if is_number(live):
+        if not is_number(saved) or (is_integer(live) and not is_integer(saved)):
+            return f"{where} is {shown(saved)}, not a number like {shown(live)}"
+        return None
+    if type(saved) is not type(live):
+        return f"{where} is {shown(saved)}, not a {type(live).__name__}"
+    return None
+
+
+#: What Adam (and AdamW) keeps of each parameter.
+_ADAM_STATE = {"step", "exp_avg", "exp_avg_sq"}
+
+
+def optimizer_state_problem(optimizer: torch.optim.Optimizer, saved: Any, where: str) -> str | None:
+    """What keeps ``saved`` from loading into ``optimizer`` and stepping on, or None: the same
+    parameter groups (settings and parameters), a state for known parameters only, with tensors
+    of their shapes (Adam: exactly its moments and a finite step count >= 0)."""
+    live = optimizer.state_dict()
+    if not isinstance(saved, Mapping):
+        return f"{where} is {shown(saved)}, not an optimizer state"
+    for key in ("state", "param_groups"):
+        if key not in saved:
+            return f"{where} has no entry {key!r}"
+    problem = state_problem(saved["param_groups"], live["param_groups"], f"{where}['param_groups']")
+    if problem:
+        return problem
+    params: dict[Any, tuple[torch.Tensor, dict]] = {}
+    for i, (saved_group, live_group, group) in enumerate(
+        zip(saved["param_groups"], live["param_groups"], optimizer.param_groups)
+    ):
+        if list(saved_group["params"]) != list(live_group["params"]):
+            return f"{where}['param_groups'][{i}] holds other parameters"
+        params.update({key: (p, group) for key, p in zip(live_group["params"], group["params"])})
+    state = saved["state"]
+    if not isinstance(state, Mapping):
+        return f"{where}['state'] is {shown(state)}, not a dict"
+    adam = isinstance(optimizer, torch.optim.Adam)
+    for key, entry in state.items():
+        at = f"{where}['state'][{key!r}]"
+        if key not in params:
+            return f"{at}: no such parameter"
+        if not isinstance(entry, Mapping):
+            return f"{at} is {shown(entry)}, not a dict"
+        param, group = params[key]
+        if adam and entry:
+            expected = _ADAM_STATE | ({"max_exp_avg_sq"} if group.get("amsgrad") else set())
+            if set(entry) != expected:
+                return f"{at} has entries {sorted(map(str, entry))} instead of {sorted(expected)}"
+            step = entry["step"]
+            if not isinstance(step, torch.Tensor) or step.ndim != 0:
+                return f"{at}['step'] is {shown(step)}, not a count"
+            if not (step.is_floating_point() and math.isfinite(step.item()) and step.item() >= 0):
+                return f"{at}['step'] is {shown(step)}, not a count"
+        for name, value in entry.items():
+            if name == "step" and adam:
+                continue
+            if isinstance(value, torch.Tensor):
+                if value.ndim > 0 and value.shape != param.shape:
+                    return (
+                        f"{at}[{name!r}] has shape {tuple(value.shape)} instead of "
+                        f"{tuple(param.shape)}"
+                    )
+                if adam and (value.shape != param.shape or not value.is_floating_point()):
+                    return f"{at}[{name!r}] is not a moment of shape {tuple(param.shape)}"
+            elif not is_number(value):
+                return f"{at}[{name!r}] is {shown(value)}, not a tensor or a number"
+    return None
+
+
+def part_problem(part: Any, saved: Any, where: str) -> str | None:
+    """What keeps the saved state of a snapshot part (module, optimizer, generator, or any
+    object with ``state_dict``) from restoring it, or None. Nothing is changed: generators are
+    tried on copies."""
+    if isinstance(part, np.random.Generator):
+        problem = state_problem(saved, generator_state(part), where)
+        if problem:
+            return problem
+        try:
+            set_generator_state(copy.deepcopy(part), saved)
+        except Exception:
+            return f"{where} is not a state of a {type(part.bit_generator).__name__} generator"
+        return None
+    if isinstance(part, torch.Generator):
+        problem = state_problem(saved, part.get_state(), where)
+        if problem:
+            return problem
+        try:
+            torch.Generator(device=part.device).set_state(saved)
+        except Exception:
+            return f"{where} is not a state of a torch generator"
+        return None
+    if isinstance(part, torch.optim.Optimizer):
+        return optimizer_state_problem(part, saved, where)
+    problem = state_problem(saved, part.state_dict(), where)
+    if problem is None and hasattr(part, "state_problem"):
+        problem = part.state_problem(saved, where)
+    return problem
+
+
 class TrainingCheckpoint:
     """The snapshot file of one run.
 
@@ -143,6 +336,8 @@ class TrainingCheckpoint:
         self.earlier_seconds = 0.0
         # Tells a snapshot written by this process from one of an earlier sitting.
         self._sitting = secrets.token_hex(8)
+        # A snapshot that could not be written is said once per run, not at every epoch.
+        self._save_failed = False
 
     def bind(self, key: str) -> None:
         """Tie the snapshots to one run (see :func:`run_key`)."""
@@ -155,8 +350,20 @@ class TrainingCheckpoint:
             return self.path
         return self.path.with_name(f"{self.path.stem}.{stage}{self.path.suffix}")
 
-    def load(self, stage: str) -> dict[str, Any] | None:
-        """The snapshot of ``stage`` of this run, or None (none, or one of another run)."""
+    def load(
+        self,
+        stage: str,
+        check: Check | None = None,
+        restart: str = "training starts from scratch",
+    ) -> dict[str, Any] | None:
+        """The snapshot of ``stage`` of this run, or None: none, one of another run, or one that
+        cannot be used.
+
+        A snapshot of this run is checked before it is taken: its training time (``seconds``)
+        must be a finite number >= 0, and ``check`` (given the whole snapshot) must find nothing
+        wrong. One that fails, or a file that cannot be read, is ignored with a one-line warning
+        that ends with ``restart`` (what the caller does instead).
+        """
         path = self.stage_path(stage)
         if not path.is_file():
             return None
@@ -165,20 +372,35 @@ class TrainingCheckpoint:
             # tensor is restored through load_state_dict, copy_ or set_state, which place it.
             state = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
         except Exception:  # a foreign or broken file: start afresh, it is overwritten
+            warn(f"{path}: not a readable training snapshot; {restart}")
             return None
-        if not isinstance(state, dict) or state.get("key") != self.key:
+        if not isinstance(state, dict) or not _same_text(state.get("key"), self.key):
+            return None  # another run's: it is overwritten
+        if not _same_text(state.get("stage"), stage):
             return None
-        if state.get("stage") != stage:
+        seconds = state.get("seconds")
+        if not is_finite_number(seconds) or seconds < 0:
+            problem = f"snapshot training time {shown(seconds)} is not a number of seconds >= 0"
+        else:
+            try:
+                problem = check(state) if check is not None else None
+            except Exception as err:  # whatever a crafted file holds: never a traceback
+                problem = f"snapshot cannot be checked ({type(err).__name__}: {err})"
+        if problem:
+            warn(f"{path}: {problem}; {restart}")
             return None
-        if state.get("sitting") != self._sitting:
-            self.earlier_seconds = float(state.get("seconds", 0.0))
+        if not _same_text(state.get("sitting"), self._sitting):
+            self.earlier_seconds = float(seconds)
         return state
 
     def due(self) -> bool:
         return time.monotonic() - self._last >= self.every
 
     def save(self, stage: str, state: dict[str, Any]) -> None:
-        """Write ``state`` (tensors and plain data) atomically."""
+        """Write ``state`` (tensors and plain data) atomically.
+
+        A write that fails (a full disk) does not stop the run: a one-line warning, the first
+        time, and the previous snapshot of ``stage`` stays as it was."""
         buffer = io.BytesIO()
         seconds = self.earlier_seconds + time.monotonic() - self._started
         torch.save(
@@ -191,9 +413,30 @@ class TrainingCheckpoint:
             },
             buffer,
         )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(self.stage_path(stage), buffer.getvalue())
+        path = self.stage_path(stage)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(path, buffer.getvalue())
+        except OSError as err:
+            if not self._save_failed:
+                self._save_failed = True
+                warn(
+                    f"could not save a training snapshot to {path}: {err.strerror or err}; "
+                    "the run goes on without it"
+                )
         self._last = time.monotonic()
+
+
+def _same_text(value: Any, expected: str | None) -> bool:
+    return isinstance(value, str) and value == expected
+
+
+def snapshot_files(path: str | os.PathLike) -> list[Path]:
+    """The files of the snapshot ``path`` that exist: it and those of its other stages
+    (:meth:`TrainingCheckpoint.stage_path`)."""
+    path = Path(path)
+    stages = path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}")
+    return [p for p in [path, *stages] if p.is_file()]
 
 
 def remove_snapshot(path: str | os.PathLike) -> None:
@@ -224,6 +467,11 @@ def set_generator_state(rng: np.random.Generator, state: dict[str, Any]) -> None
     rng.bit_generator.state = state
 
 
+#: A check of the values a loop saves beyond its losses: given them and the snapshot's epoch,
+#: what is wrong, in words, or None.
+ValuesCheck = Callable[[dict[str, Any], int], "str | None"]
+
+
 class LoopSnapshots:
     """Snapshots of one training loop: its parts (modules, optimizers, generators) restored at
     the start and saved at the end of an epoch when due, and at the end of the last.
@@ -231,7 +479,7 @@ class LoopSnapshots:
     Usage in a method's ``fit`` (``parts`` by name; extra values such as losses go along)::
 
         snapshots = LoopSnapshots(self, data, model=net, optimizer=opt, noise=generator)
-        start = snapshots.start(losses)  # 0, or the epoch a killed run had reached
+        start = snapshots.start(losses, epochs)  # 0, or the epoch a killed run had reached
         for epoch in range(start, epochs):
             ...
             snapshots.save(epoch + 1, epochs, losses=losses)  # when due, and after the last
@@ -249,6 +497,7 @@ class LoopSnapshots:
         self.checkpoint = getattr(method, "training_checkpoint", None)
         self.stage = stage
         self.parts = parts
+        self.saved: dict[str, Any] = {}
         if self.checkpoint is not None:
             self.checkpoint.bind(run_key(method, data.x, data.y))
 
@@ -259,12 +508,45 @@ class LoopSnapshots:
             return part.get_state()
         return part.state_dict()
 
-    def resume(self) -> dict[str, Any] | None:
+    def problem(
+        self, state: dict[str, Any], epochs: int, check: ValuesCheck | None = None
+    ) -> str | None:
+        """What keeps the snapshot ``state`` from resuming this loop of ``epochs`` epochs, or
+        None: its epoch, its parts against the live ones, its losses (a number per epoch
+        trained), and ``check`` on its values."""
+        epoch = state.get("epoch")
+        if not is_integer(epoch):
+            return f"snapshot epoch {shown(epoch)} is not an integer"
+        if not 0 <= epoch <= epochs:
+            return f"snapshot epoch {epoch} is outside 0..{epochs}"
+        parts = state.get("parts")
+        if not isinstance(parts, Mapping):
+            return f"snapshot parts {shown(parts)} is not a dict"
+        for name, part in self.parts.items():
+            if name not in parts:
+                return f"snapshot has no part {name!r}"
+            problem = part_problem(part, parts[name], f"snapshot part {name!r}")
+            if problem:
+                return problem
+        values = state.get("values")
+        if not isinstance(values, Mapping):
+            return f"snapshot values {shown(values)} is not a dict"
+        # One float per epoch trained (NaN too: a training that diverged saves it).
+        losses = values.get("losses")
+        if not isinstance(losses, list) or len(losses) != epoch:
+            return f"snapshot losses {shown(losses)} are not a list of {epoch} numbers"
+        if not all(isinstance(loss, float) for loss in losses):
+            return f"snapshot losses {shown(losses)} are not all numbers"
+        return check(values, int(epoch)) if check is not None else None
+
+    def resume(self, epochs: int, check: ValuesCheck | None = None) -> dict[str, Any] | None:
         """Restore the parts from a snapshot of this run; returns its saved values (with
-        ``epoch``), or None when there is nothing to resume."""
+        ``epoch``), or None when there is nothing to resume. The snapshot is checked whole
+        first (:meth:`problem`, :meth:`TrainingCheckpoint.load`): one that fails leaves every
+        part as it was (a warning, and the loop starts from scratch)."""
         if self.checkpoint is None:
             return None
-        saved = self.checkpoint.load(self.stage)
+        saved = self.checkpoint.load(self.stage, lambda state: self.problem(state, epochs, check))
         if saved is None:
             return None
         for name, part in self.parts.items():
@@ -275,19 +557,22 @@ class LoopSnapshots:
                 part.set_state(state)
             else:
                 part.load_state_dict(state)
-        return saved["values"] | {"epoch": int(saved["epoch"])}
+        return dict(saved["values"]) | {"epoch": int(saved["epoch"])}
 
-    def start(self, losses: list[float]) -> int:
-        """:meth:`resume`, refill ``losses`` in place with the saved ones; returns the first
-        epoch to train (0 without a snapshot). Other saved values are in ``self.saved``."""
-        self.saved = self.resume() or {}
+    def start(self, losses: list[float], epochs: int, check: ValuesCheck | None = None) -> int:
+        """:meth:`resume` a loop of ``epochs`` epochs, refill ``losses`` in place with the saved
+        ones; returns the first epoch to train (0 without a snapshot). Other saved values are in
+        ``self.saved``; ``check`` (given them and the epoch) says what is wrong with them, so that
+        a snapshot whose values the method could not restore is ignored before anything is
+        restored from it."""
+        self.saved = self.resume(epochs, check) or {}
         losses[:] = self.saved.get("losses", [])
         _Interrupt.training = self.checkpoint is not None
         return self.saved.get("epoch", 0)
 
     def save(self, epoch: int, epochs: int, **values: Any) -> None:
         """After ``epoch`` of ``epochs`` epochs: a snapshot if one is due, and always after the
-        last (the finished state, kept until the run's designs are scored). After a Ctrl-C
+        last (the finished state, kept until the run's record is written). After a Ctrl-C
         (:func:`save_on_interrupt`): a snapshot, then ``KeyboardInterrupt``."""
         if self.checkpoint is None:
             return
@@ -320,3 +605,14 @@ class TorchGlobalRNG:
         torch.set_rng_state(state["cpu"])
         for device, cuda_state in zip(self.cuda_devices, state["cuda"]):
             torch.cuda.set_rng_state(cuda_state, device)
+
+    def state_problem(self, state: dict[str, Any], where: str) -> str | None:
+        """What keeps ``state`` (of the shapes of :meth:`state_dict`) from restoring the
+        generators, or None; tried on fresh generators, the global ones are left alone."""
+        try:
+            torch.Generator().set_state(state["cpu"])
+            for device, cuda_state in zip(self.cuda_devices, state["cuda"]):
+                torch.Generator(device=f"cuda:{device}").set_state(cuda_state)
+        except Exception:
+            return f"{where} is not a state of torch's generators"
+        return None

@@ -27,14 +27,14 @@ from pathlib import Path
 
 from matchopt._version import __version__
 from matchopt.bench import Grid, run_grid
-from matchopt.bench.cells import Cell, run_cell
+from matchopt.bench.cells import Cell, run_cell, save_record
 from matchopt.bench.grid import BACKENDS, LOCK_FILE, finished_record, first_repeated
 from matchopt.checkpoints import save_on_interrupt
 from matchopt.errors import ConfigError, MatchoptError, printable
 from matchopt.io import FileLocked, check_output_folder, file_lock
 from matchopt.methods import METHODS, RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import PRESETS, build_config, parse_set_options
-from matchopt.records import RunRecord, summary_table, write_record
+from matchopt.records import RunRecord, summary_table
 from matchopt.report import FORMATS, write_report
 from matchopt.runtime import (
     DEVICE_ENV,
@@ -353,13 +353,15 @@ def _run_cells(
 
 
 def _run_one(cell: Cell, task: Task, out: Path, args: argparse.Namespace) -> RunRecord:
-    """One seed of ``matchopt run``: a one-cell grid in this process; its record is written."""
+    """One seed of ``matchopt run``: a one-cell grid in this process; its record is written,
+    then its training snapshot removed (a record that cannot be written: one error line, and
+    the snapshot stays for the rerun)."""
     print(f"[{task.name} / {cell.method} / seed {cell.seed} / {cell.preset}]", file=sys.stderr)
     with save_on_interrupt():  # Ctrl-C in training: a snapshot first, so the seed resumes
         record, designs = run_cell(
             cell, task, progress=True, threads=args.threads, snapshot=cell.snapshot_path(out)
         )
-    path = write_record(out, record, designs)
+    path = save_record(cell, out, record, designs)
     if args.json:
         print(record.to_json(), flush=True)
     else:

@@ -852,9 +852,15 @@ def write_figures(
         png = io.BytesIO()
         figure.savefig(png, format="png", dpi=120)
         text = frame.to_csv(index=False, lineterminator="\n")
-        atomic_write_bytes(out / f"{stem}.png", png.getvalue())
-        atomic_write_bytes(out / f"{stem}.csv", text.encode("utf-8"))
-        written.extend([out / f"{stem}.png", out / f"{stem}.csv"])
+        write(out / f"{stem}.png", png.getvalue())
+        write(out / f"{stem}.csv", text.encode("utf-8"))
+
+    def write(path: Path, data: bytes) -> None:
+        try:
+            atomic_write_bytes(path, data)
+        except OSError as err:  # e.g. a full disk: one line naming the file
+            raise MatchoptError(f"could not write {path}: {err.strerror or err}") from None
+        written.append(path)
 
     curves = percentile_curves(records)
     styles = method_styles(curves["method"].unique())

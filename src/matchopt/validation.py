@@ -231,6 +231,42 @@ class CheckpointSelector:
             "checkpoints": list(self.checkpoints),
         }
 
+    def state_problem(
+        self, state: object, model: torch.nn.Module, epoch: int, evaluations: int
+    ) -> str | None:
+        """What keeps ``state`` (from a training snapshot after ``epoch`` epochs and
+        ``evaluations`` evaluations) from being a :meth:`state` of this selector on ``model``, or
+        None. Checked before anything is restored from the snapshot."""
+        from matchopt.checkpoints import is_integer, is_number, shown, state_problem
+
+        keys = ("best_epoch", "best_value", "parameters", "checkpoints")
+        if not isinstance(state, Mapping) or any(key not in state for key in keys):
+            return f"snapshot selector {shown(state)} is not a selector state"
+        best_epoch, best_value, parameters = (state[key] for key in keys[:3])
+        live = model.state_dict()
+        if best_epoch is None:
+            if best_value is not None or parameters is not None:
+                return "snapshot selector has a best value or parameters but no best epoch"
+        else:
+            if self.selection == "last":
+                return "snapshot selector has a best epoch, but selection 'last' keeps none"
+            if not is_integer(best_epoch) or not 1 <= best_epoch <= epoch:
+                return f"snapshot selector best epoch {shown(best_epoch)} is outside 1..{epoch}"
+            if not is_number(best_value) or best_value != best_value:  # NaN never wins
+                return f"snapshot selector best value {shown(best_value)} is not a number"
+            problem = state_problem(parameters, live, "snapshot selector parameters")
+            if problem:
+                return problem
+        kept = state["checkpoints"]
+        expected = evaluations if self.keep_all else 0
+        if not isinstance(kept, list) or len(kept) != expected:
+            return f"snapshot selector checkpoints are not a list of {expected} parameter sets"
+        for i, parameters in enumerate(kept):
+            problem = state_problem(parameters, live, f"snapshot selector checkpoint {i}")
+            if problem:
+                return problem
+        return None
+
     def load_state(self, state: dict) -> None:
         """Continue from :meth:`state` (a resumed training run)."""
         self.best_epoch = state["best_epoch"]

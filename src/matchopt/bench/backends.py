@@ -139,8 +139,11 @@ def run_ray(
             raise MatchoptError(f"could not start or reach {where}: {first}") from None
     try:
         remote_job = ray.remote(num_cpus=threads, max_retries=0)(_ray_job)
+        # A local instance shares this machine's disk: a cell's snapshot stays until the driver
+        # wrote its record. A cluster's workers remove theirs (the driver cannot reach them).
+        keep = started_here and not address
         # One entry per running job: its stream of outcomes, the job, and how many came back.
-        pending = [[remote_job.remote(job, data_dir, threads, out), job, 0] for job in jobs]
+        pending = [[remote_job.remote(job, data_dir, threads, out, keep), job, 0] for job in jobs]
         try:
             while pending:
                 ready, _ = ray.wait([entry[0] for entry in pending], num_returns=1)
@@ -170,10 +173,15 @@ def run_ray(
 
 
 def _ray_job(
-    job: Job, data_dir: str | None, threads: int, out: str | None = None
+    job: Job,
+    data_dir: str | None,
+    threads: int,
+    out: str | None = None,
+    keep_snapshot: bool = False,
 ) -> Iterator[CellOutcome]:
-    """A job's cells in order, each outcome handed back as soon as its cell ends."""
+    """A job's cells in order, each outcome handed back as soon as its cell ends; a finished
+    cell's snapshot stays for the driver (``keep_snapshot``) or is removed here."""
     init_worker(threads)
     # On a cluster the snapshots (and a job's shared ensemble) are on the worker's disk: a
     # retried job resumes only there.
-    yield from execute_job(job, data_dir, threads, out)
+    yield from execute_job(job, data_dir, threads, out, keep_snapshot=keep_snapshot)

@@ -1,7 +1,9 @@
 """One grid cell: what it is, and how a worker runs it (in any process, local or Ray).
 
 A cell runs :func:`matchopt.runner.run` and returns its outcome to the driver; only the driver
-writes files (:mod:`matchopt.bench.grid`).
+writes files (:mod:`matchopt.bench.grid`). A resumable method's training snapshot stays until
+the cell's record is written (:func:`save_record`): a record that cannot be written (a full
+disk) leaves it, and the rerun takes the trained model from there.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from matchopt.checkpoints import SNAPSHOT_FOLDER
-from matchopt.records import RunRecord, error_path, record_path
+from matchopt.checkpoints import SNAPSHOT_FOLDER, remove_snapshot, snapshot_files
+from matchopt.errors import MatchoptError
+from matchopt.records import RunRecord, error_path, record_path, write_record
 from matchopt.tasks import Task, load_task
 
 
@@ -93,9 +96,10 @@ def run_cell(
 
     ``extra["cell_seconds"]`` of the record is the whole run: fit, search and scoring (with
     the training of earlier sittings, ``extra["resumed"]``, when it continued a killed run).
-    The ``snapshot`` file (:mod:`matchopt.checkpoints`) is removed once the designs are scored.
+    The ``snapshot`` file (:mod:`matchopt.checkpoints`) stays: the caller removes it once the
+    record is written (:func:`save_record`), so that a record that cannot be written leaves the
+    trained model for the rerun.
     """
-    from matchopt.checkpoints import remove_snapshot
     from matchopt.runner import run
 
     start = time.perf_counter()
@@ -113,11 +117,34 @@ def run_cell(
     )
     earlier = record.extra.get("resumed", {}).get("earlier_seconds", 0.0)
     record.extra["cell_seconds"] = time.perf_counter() - start + earlier
-    if snapshot is not None:
-        # Kept through the search and the scoring (a kill there reuses the trained model); the
-        # caller writes the record next.
-        remove_snapshot(snapshot)
     return record, designs
+
+
+def save_record(cell: Cell, out: Path, record: RunRecord, designs: np.ndarray | None) -> Path:
+    """Write a finished cell's record and designs under ``out``, then remove its training
+    snapshot (:meth:`Cell.snapshot_path`); returns the record's path.
+
+    Raises:
+        MatchoptError: the record could not be written (a full disk): the message says so in
+            one line, and that the snapshot is kept for the rerun (when there is one).
+    """
+    try:
+        path = write_record(out, record, designs)
+    except OSError as err:
+        snapshot = cell.snapshot_path(out)
+        if snapshot_files(snapshot):
+            kept = (
+                f"its training snapshot {snapshot} is kept: rerun the same command to resume "
+                "from it"
+            )
+        else:
+            kept = "rerun the same command to run it again"
+        raise MatchoptError(
+            f"could not save the record of {cell.name} to {cell.record_path(out)}: "
+            f"{err.strerror or err}; {kept}"
+        ) from None
+    remove_snapshot(cell.snapshot_path(out))
+    return path
 
 
 def execute_job(
@@ -126,6 +153,7 @@ def execute_job(
     threads: int,
     out: str | None = None,
     progress: bool = False,
+    keep_snapshot: bool = True,
 ) -> Iterator[CellOutcome]:
     """Run a job's cells in order (:func:`execute_cell`), yielding each outcome when its cell
     ends.
@@ -135,7 +163,9 @@ def execute_job(
     """
     outcomes = []
     for cell in job.cells:
-        outcomes.append(execute_cell(cell, data_dir, threads, out, job.ensemble_folder, progress))
+        outcomes.append(
+            execute_cell(cell, data_dir, threads, out, job.ensemble_folder, progress, keep_snapshot)
+        )
         yield outcomes[-1]
     release_ensemble(job, outcomes)
 
@@ -154,12 +184,16 @@ def execute_cell(
     out: str | None = None,
     ensemble_folder: str | None = None,
     progress: bool = False,
+    keep_snapshot: bool = True,
 ) -> CellOutcome:
     """Run one cell in a grid worker and return its outcome; never raises for a failure of the
     method (the grid records it and goes on). With ``out``, resumable methods keep training
-    snapshots under it (:meth:`Cell.snapshot_path`) and continue from them; with
-    ``ensemble_folder``, Gaussian-ensemble methods share their ensemble through it; with
-    ``progress``, the method shows its own progress bars (training epochs, search steps)."""
+    snapshots under it (:meth:`Cell.snapshot_path`) and continue from them; the snapshot of a
+    finished cell stays for the driver to remove once it wrote the record (:func:`save_record`),
+    unless not ``keep_snapshot`` (a worker on another machine's disk, which the driver cannot
+    reach: removed here). With ``ensemble_folder``, Gaussian-ensemble methods share their
+    ensemble through it; with ``progress``, the method shows its own progress bars (training
+    epochs, search steps)."""
     import torch
 
     torch.set_num_threads(max(1, threads))
@@ -181,6 +215,8 @@ def execute_cell(
             traceback=traceback.format_exc(),
             seconds=time.perf_counter() - start,
         )
+    if snapshot is not None and not keep_snapshot:
+        remove_snapshot(snapshot)
     return CellOutcome(cell, record, designs, seconds=time.perf_counter() - start)
 
 

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from matchopt._version import __version__
 from matchopt.bench.backends import run_local, run_ray
-from matchopt.bench.cells import Cell, CellOutcome, Job
+from matchopt.bench.cells import Cell, CellOutcome, Job, save_record
 from matchopt.checkpoints import SNAPSHOT_FOLDER
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.io import FileLocked, atomic_write_bytes, check_output_folder, file_lock
@@ -35,7 +35,6 @@ from matchopt.records import (
     read_record,
     same_config,
     summary_table,
-    write_record,
 )
 from matchopt.runtime import MAX_SEED, check_threads, default_threads, resolve_device
 from matchopt.tasks import TASKS, resolve_data_dir
@@ -375,10 +374,16 @@ def _run_unlocked(
 
 
 def store_outcome(outcome: CellOutcome, out: Path) -> None:
-    """Write a finished cell's record and designs, or a failed cell's error file."""
+    """Write a finished cell's record and designs, then remove its training snapshot
+    (:func:`~matchopt.bench.cells.save_record`), or write a failed cell's error file.
+
+    Raises:
+        MatchoptError: a file could not be written (a full disk), in one line; a finished cell
+            keeps its training snapshot, so that the rerun resumes from it.
+    """
     cell = outcome.cell
     if outcome.ok:
-        write_record(out, outcome.record, outcome.designs)
+        save_record(cell, out, outcome.record, outcome.designs)
         cell.error_path(out).unlink(missing_ok=True)
         return
     payload = {
@@ -389,7 +394,13 @@ def store_outcome(outcome: CellOutcome, out: Path) -> None:
         "version": __version__,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    atomic_write_bytes(cell.error_path(out), json.dumps(payload, indent=1).encode())
+    try:
+        atomic_write_bytes(cell.error_path(out), json.dumps(payload, indent=1).encode())
+    except OSError as err:
+        raise MatchoptError(
+            f"could not save the error file of {cell.name} to {cell.error_path(out)}: "
+            f"{err.strerror or err}"
+        ) from None
 
 
 def _remove_stale_temporaries(out: Path, cells: list[Cell]) -> None:

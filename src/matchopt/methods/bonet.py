@@ -481,7 +481,7 @@ class BONET(Method):
                 rng=rng,
                 dropout=TorchGlobalRNG(cuda_indices(device)),
             )
-            first = snapshots.start(self.losses_)  # a killed run of the same settings: go on
+            first = snapshots.start(self.losses_, config.epochs)  # a killed run: go on
             bar = tqdm(
                 range(first, config.epochs),
                 initial=first,

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import run_key
+from matchopt.checkpoints import run_key, shown
 from matchopt.errors import MatchoptError
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.models import EnsembleConfig
@@ -103,11 +103,7 @@ def cma_maximize(
     """
     if max_iterations < 1:
         raise MatchoptError(f"max_iterations must be >= 1, got {max_iterations}")
-    if runs_at_once is None:
-        # pycma keeps a covariance matrix and its eigenbasis per run: 2 d^2 float64.
-        per_run = 2 * 8 * x0.shape[1] ** 2
-        runs_at_once = max(1, min(len(x0), LOCKSTEP_MEMORY // per_run))
-    size = max(1, int(runs_at_once))
+    size = group_size(len(x0), x0.shape[1], runs_at_once)
     starts = range(0, len(x0), size)
     groups = list(done)
     if len(groups) > len(starts) or any(
@@ -129,6 +125,31 @@ def cma_maximize(
         if group_done is not None:
             group_done(groups)
     return np.concatenate(groups)
+
+
+def group_size(n: int, d: int, runs_at_once: int | None) -> int:
+    """Runs of :func:`cma_maximize` advanced together: ``runs_at_once``, or (None) as many of
+    the ``n`` runs in ``d`` dimensions as :data:`LOCKSTEP_MEMORY` holds."""
+    if runs_at_once is None:
+        # pycma keeps a covariance matrix and its eigenbasis per run: 2 d^2 float64.
+        per_run = 2 * 8 * d**2
+        runs_at_once = max(1, min(n, LOCKSTEP_MEMORY // per_run))
+    return max(1, int(runs_at_once))
+
+
+def finished_groups_problem(groups: object, n: int, d: int, size: int) -> str | None:
+    """What keeps ``groups`` (a search snapshot's finished groups of runs) from being the first
+    groups of :func:`cma_maximize`'s ``n`` runs in ``d`` dimensions, ``size`` at once, or None:
+    float32 tensors of the groups' shapes, finite."""
+    if not isinstance(groups, list) or len(groups) > -(-n // size):
+        return f"snapshot groups {shown(groups)} are not a list of at most {-(-n // size)} groups"
+    for i, group in enumerate(groups):
+        shape = (min(size, n - i * size), d)
+        if not isinstance(group, torch.Tensor) or tuple(group.shape) != shape:
+            return f"snapshot group {i} is {shown(group)}, not one of shape {shape}"
+        if group.dtype != torch.float32 or not torch.isfinite(group).all():
+            return f"snapshot group {i} is not finite float32 values"
+    return None
 
 
 def _lockstep_runs(
@@ -205,7 +226,13 @@ class CmaEs(EnsembleSurrogateMethod):
         if checkpoint is not None:
             # The run's identity (config, seed, data) fixes the ensemble and every run's start.
             checkpoint.bind(run_key(self, self.data_.x, self.data_.y))
-            saved = checkpoint.load(stage)
+            d = starts.shape[1]
+            size = group_size(n, d, config.runs_at_once)
+            saved = checkpoint.load(
+                stage,
+                lambda state: finished_groups_problem(state.get("groups"), n, d, size),
+                "the search starts from scratch",
+            )
             done = [group.numpy() for group in saved["groups"]] if saved else []
 
         def group_done(groups: list[np.ndarray]) -> None:

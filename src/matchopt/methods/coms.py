@@ -42,7 +42,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import LoopSnapshots
+from matchopt.checkpoints import LoopSnapshots, state_problem
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
@@ -188,7 +188,15 @@ class Coms(Method):
             alpha_optimizer=alpha_optimizer,
             noise=generator,
         )
-        start = snapshots.start(self.losses_)  # a killed run of the same settings: go on
+        # A killed run of the same settings: go on (its log alpha is checked before anything is
+        # restored).
+        start = snapshots.start(
+            self.losses_,
+            config.epochs,
+            lambda values, epoch: state_problem(
+                values.get("log_alpha"), log_alpha.detach(), "snapshot log_alpha"
+            ),
+        )
         if snapshots.saved:
             with torch.no_grad():
                 log_alpha.copy_(snapshots.saved["log_alpha"])

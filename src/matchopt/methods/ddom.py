@@ -307,7 +307,7 @@ class Ddom(Method):
 
         self.losses_: list[float] = []
         snapshots = LoopSnapshots(self, data, model=net, optimizer=optimizer, noise=noise)
-        start = snapshots.start(self.losses_)  # a killed run of the same settings: go on
+        start = snapshots.start(self.losses_, config.epochs)  # a killed run: go on
         bar = tqdm(
             range(start, config.epochs),
             initial=start,

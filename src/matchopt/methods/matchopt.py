@@ -42,7 +42,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import LoopSnapshots
+from matchopt.checkpoints import (
+    LoopSnapshots,
+    is_finite_number,
+    is_integer,
+    is_number,
+    shown,
+)
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -366,6 +372,43 @@ def fused_loss_and_gradients(
 # --- 3. The method -----------------------------------------------------------------------------
 
 
+def _saved_values_problem(
+    values: dict,
+    epoch: int,
+    epochs: int,
+    every: int,
+    model: torch.nn.Module,
+    validator: Validator | None,
+    selector: CheckpointSelector | None,
+) -> str | None:
+    """What keeps the values of a training snapshot after ``epoch`` of ``epochs`` epochs from
+    resuming :meth:`MatchOpt._train` (scored every ``every`` epochs and after the last), or None:
+    the validation history (one dict of numbers per evaluation so far), its seconds and the
+    selector's state."""
+    evaluations = 0
+    if validator is not None:
+        evaluations = epoch // every + (1 if epoch == epochs and epoch % every else 0)
+    history = values.get("history")
+    if not isinstance(history, list) or len(history) != evaluations:
+        return f"snapshot history {shown(history)} is not a list of {evaluations} evaluations"
+    for row in history:
+        if (
+            not isinstance(row, dict)
+            or not is_integer(row.get("epoch"))
+            or not all(isinstance(k, str) and is_number(v) for k, v in row.items())
+        ):
+            return f"snapshot history entry {shown(row)} is not an evaluation"
+    seconds = values.get("validation_seconds")
+    if not is_finite_number(seconds) or seconds < 0:
+        return f"snapshot validation time {shown(seconds)} is not a number of seconds >= 0"
+    saved = values.get("selector")
+    if selector is None:
+        if not isinstance(saved, dict) or saved:
+            return f"snapshot selector {shown(saved)} is not empty"
+        return None
+    return selector.state_problem(saved, model, epoch, evaluations)
+
+
 class MatchOpt(Method):
     """MATCH-OPT (Hoang et al., ICML 2024): gradient-matching surrogate + gradient ascent.
 
@@ -475,7 +518,14 @@ class MatchOpt(Method):
 
         self.losses_: list[float] = []
         snapshots = LoopSnapshots(self, data, stage, model=model, optimizer=optimizer, rng=rng)
-        start = snapshots.start(self.losses_)  # a killed run of the same settings: go on
+
+        def check(values: dict, epoch: int) -> str | None:
+            # What the loop restores beyond its parts and losses, checked before anything is
+            # (an ensemble's members have no validation: its config has no validation_every).
+            every = config.validation_every if validator is not None else 1
+            return _saved_values_problem(values, epoch, epochs, every, model, validator, selector)
+
+        start = snapshots.start(self.losses_, epochs, check)  # a killed run: go on
         saved = snapshots.saved
         if saved and validator is not None:
             validator.history[:] = saved["history"]

@@ -304,7 +304,7 @@ class Mins(Method):
             critic_optimizer=d_opt,
             noise=noise,
         )
-        start = snapshots.start(self.losses_)  # a killed run of the same settings: go on
+        start = snapshots.start(self.losses_, config.epochs)  # a killed run: go on
         bar = tqdm(
             range(start, config.epochs),
             initial=start,
