@@ -5,17 +5,21 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from sklearn.base import clone
-from test_tabular import assert_one_line_error, run_cli
+from test_tabular import assert_one_line_error, numeric_frame, run_cli
 
+import matchopt.state as state
 from matchopt.errors import MatchoptError
 from matchopt.methods import METHODS, Method, make_method
 from matchopt.methods.bdi import BDI
 from matchopt.state import FORMAT, FORMAT_VERSION, StateError, load_state, state_bytes
+from matchopt.tabular import TableOptimizer
 from matchopt.tasks import load_task
 
 
@@ -167,3 +171,309 @@ def test_unsavable_objects_are_named():
         state_bytes({"f": io.BytesIO()}, "method")
     with pytest.raises(StateError, match="array of Python objects"):
         state_bytes({"x": np.array([object()])}, "method")
+    # Loading could not check its tensors against its class (issue 27): refused when saving.
+    with pytest.raises(StateError, match=r"cannot save dict\['conv'\]: .* Conv1d is not among"):
+        state_bytes({"conv": torch.nn.Conv1d(1, 1, 1)}, "method")
+
+
+# --- Crafted edits of a real model file (issue 27) ------------------------------------------------
+# Each edit gave a traceback (or nothing: a file that propose used as it was) before model files
+# were checked against their classes; now `propose --model` prints one error line naming the
+# file and the problem, before anything else, and exits with status 2.
+
+
+@pytest.fixture(scope="module")
+def table_model() -> bytes:
+    """The model file of a fitted table optimizer (random designs, ranked by an ensemble)."""
+    optimizer = TableOptimizer(target="y", method="random", preset="quick", seed=0)
+    return optimizer.fit(numeric_frame(16)).to_bytes()
+
+
+def entry(tree: dict, path: str) -> dict:
+    """The header entry at ``path``: attribute, submodule and tensor names, dot-separated."""
+    node = tree
+    for name in path.split("."):
+        slots = ("attrs", "modules", "parameters", "buffers")
+        node = next(node[slot][name] for slot in slots if name in node.get(slot, {}))
+    return node
+
+
+def edited(data: bytes, edit=None, text=None) -> bytes:
+    """``data`` with its header's tree and its tensors changed by ``edit(tree, tensors)``, then
+    the header's JSON text by ``text(header_text)``, laid out as :mod:`matchopt.state` does."""
+    content = torch.load(io.BytesIO(data), weights_only=True)
+    header = json.loads(content["header"])
+    if edit is not None:
+        edit(header["tree"], content["tensors"])
+    header_text = json.dumps(header)
+    if text is not None:
+        header_text = text(header_text)
+    buffer = io.BytesIO()
+    torch.save({"header": header_text, "tensors": content["tensors"]}, buffer)
+    return buffer.getvalue()
+
+
+def set_attribute(path: str, value):
+    """An edit setting the attribute at ``path`` (dot-separated) to the header entry ``value``."""
+
+    def edit(tree, tensors):
+        parent, _, name = path.rpartition(".")
+        (entry(tree, parent) if parent else tree)["attrs"][name] = value
+
+    return edit
+
+
+def assert_refused(capsys, tmp_path, data: bytes, *parts: str) -> str:
+    """``propose --model`` of ``data``: exit 2 with one error line naming the file and
+    ``parts``, printed before anything else (not after the "fitted on" line), no output."""
+    path = tmp_path / "crafted.pt"
+    path.write_bytes(data)
+    out = tmp_path / "p.csv"
+    code, stdout, err = run_cli(capsys, "propose", "--model", path, "--n", 8, "--out", out)
+    assert_one_line_error(code, err, "crafted.pt: ", *parts)
+    assert err.startswith("matchopt: error: ") and not stdout and not out.exists(), err
+    return err
+
+
+@pytest.mark.parametrize(
+    "value", ["9" * 100_000, "abc", "١٢"], ids=["100000 digits", "abc", "arabic digits"]
+)
+def test_a_bigint_that_is_not_a_short_whole_number_is_one_error_line(
+    value, table_model, capsys, tmp_path
+):
+    data = edited(table_model, set_attribute("seed", {"$t": "bigint", "value": value}))
+    assert_refused(capsys, tmp_path, data, "TableOptimizer.seed: bigint", "at most 4300 digits")
+
+
+def test_a_json_number_of_too_many_digits_is_one_error_line(table_model, capsys, tmp_path):
+    data = edited(table_model, text=lambda t: t.replace('"seed": 0', '"seed": ' + "9" * 100_000))
+    assert_refused(capsys, tmp_path, data, "header: a number of more than 4300 digits")
+
+
+def nested_lists(levels: int) -> str:
+    """The JSON text of ``levels`` list entries, each the one item of the one outside it."""
+    return '{"$t": "list", "items": [' * levels + "null" + "]}" * levels
+
+
+@pytest.mark.parametrize(
+    "nested, words",
+    [
+        ("[" * 200_000 + "]" * 200_000, "header: nested too deeply"),
+        (nested_lists(5_000), "header: nested too deeply"),  # deeper than json reads
+        (nested_lists(150), "objects nested more than 100 levels deep"),  # json reads it
+    ],
+    ids=["200000 brackets", "5000 list entries", "150 list entries"],
+)
+def test_a_deeply_nested_header_is_one_error_line(nested, words, table_model, capsys, tmp_path):
+    data = edited(
+        table_model, text=lambda t: t.replace('"overrides": null', '"overrides": ' + nested)
+    )
+    assert_refused(capsys, tmp_path, data, words)
+
+
+def test_a_schema_of_another_type_is_one_error_line_before_anything_is_printed(
+    table_model, capsys, tmp_path
+):
+    data = edited(table_model, set_attribute("schema_", "abc"))
+    assert_refused(
+        capsys, tmp_path, data, "TableOptimizer: schema_ is 'abc', expected a TableSchema"
+    )
+
+
+def test_a_tensor_of_another_shape_than_its_module_is_one_error_line(table_model, capsys, tmp_path):
+    def edit(tree, tensors):
+        tensors[entry(tree, "ensemble_.members.0.body.0.weight")["key"]] = torch.zeros(3, 3)
+
+    assert_refused(
+        capsys,
+        tmp_path,
+        edited(table_model, edit),
+        "TableOptimizer.ensemble_.members.0.body.0.weight is a (3, 3) tensor",
+        "Linear(in_features=2, out_features=32, bias=True, dtype=torch.float32) has (32, 2)",
+    )
+
+
+def test_method_load_checks_tensors_against_their_modules(potts, tmp_path):
+    path = make_method("matchopt", "quick", seed=0).fit(potts).save(tmp_path / "m.pt")
+
+    def edit(tree, tensors):
+        tensors[entry(tree, "model_.hidden.0.bias")["key"]] = torch.zeros(7)
+
+    path.write_bytes(edited(path.read_bytes(), edit))
+    with pytest.raises(
+        MatchoptError, match=r"m\.pt: .*MatchOpt\.model_\.hidden\.0\.bias is a \(7,\)"
+    ):
+        Method.load(path)
+
+
+#: A header longer than :data:`matchopt.state.MAX_HEADER_CHARS` (16 MiB).
+LONG = 17 * 2**20
+
+
+def compressed(data: bytes) -> bytes:
+    """The archive ``data`` with its entries deflated (torch reads it as it is)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source:
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name in source.namelist():
+                archive.writestr(name, source.read(name))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    "pad, pack", [(LONG, None), (2 * LONG, compressed)], ids=["plain", "deflated"]
+)
+def test_a_header_over_the_size_limit_is_one_error_line(pad, pack, table_model, capsys, tmp_path):
+    data = edited(table_model, set_attribute("source_", "x" * pad))
+    if pack is not None:
+        data = pack(data)
+        assert len(data) < 2**20  # small, but it would unpack to its 34 MiB header
+    assert_refused(capsys, tmp_path, data, "header takes", "over the 16 MiB")
+    assert state.MAX_HEADER_CHARS < LONG
+
+
+def test_a_file_over_the_size_limit_is_refused_unread(table_model, capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr(state, "MAX_FILE_BYTES", len(table_model) - 1, raising=False)
+    monkeypatch.setattr(Path, "read_bytes", lambda path: pytest.fail(f"{path} was read"))
+    assert_refused(
+        capsys, tmp_path, table_model, "not read: it takes", "a matchopt model file may take"
+    )
+    with pytest.raises(StateError, match="data: not read: it takes"):
+        TableOptimizer.load_bytes(table_model, "data")
+
+
+def test_saving_refuses_a_file_loading_would_refuse(monkeypatch, table_model):
+    optimizer = TableOptimizer.load_bytes(table_model)
+    monkeypatch.setattr(state, "MAX_HEADER_CHARS", 1000, raising=False)
+    with pytest.raises(StateError, match="cannot save TableOptimizer: its description takes"):
+        optimizer.to_bytes()
+    monkeypatch.setattr(state, "MAX_HEADER_CHARS", 2**20)
+    monkeypatch.setattr(state, "MAX_FILE_BYTES", 1000, raising=False)
+    with pytest.raises(StateError, match="cannot save TableOptimizer: the model file would take"):
+        optimizer.to_bytes()
+
+
+def columns(tree) -> list:
+    return tree["attrs"]["schema_"]["attrs"]["columns"]["items"]
+
+
+def set_submodule(path: str, value):
+    """An edit setting the submodule at ``path`` (dot-separated) to the header entry ``value``."""
+
+    def edit(tree, tensors):
+        parent, _, name = path.rpartition(".")
+        entry(tree, parent)["modules"][name] = value
+
+    return edit
+
+
+def fill_tensor(path: str, value: float):
+    def edit(tree, tensors):
+        tensors[entry(tree, path)["key"]].fill_(value)
+
+    return edit
+
+
+def set_column(index: int, **values):
+    def edit(tree, tensors):
+        tree["attrs"]["schema_"]["attrs"]["columns"]["items"][index]["attrs"].update(values)
+
+    return edit
+
+
+def drop_column(tree, tensors):
+    tree["attrs"]["schema_"]["attrs"]["columns"]["items"].pop()
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        pytest.param(
+            set_attribute("seed", -1),
+            "TableOptimizer: seed is -1, expected a whole number from 0 to 4294967295",
+            id="seed -1",
+        ),
+        pytest.param(
+            set_attribute("seed", 2**32), "seed is 4294967296, expected a whole", id="seed 2**32"
+        ),
+        pytest.param(
+            set_attribute("oversample", 0),
+            "oversample is 0, expected a whole number >= 1",
+            id="oversample 0",
+        ),
+        pytest.param(
+            set_attribute("min_distance", "far"),
+            "min_distance is 'far', expected a finite number >= 0.0",
+            id="min_distance text",
+        ),
+        pytest.param(
+            set_attribute("method", "nope"),
+            "TableOptimizer: unknown method 'nope'",
+            id="unknown method",
+        ),
+        pytest.param(
+            set_attribute("fit_quality_", "good"),
+            "TableOptimizer: fit_quality_ is 'good', expected a dict or None",
+            id="fit_quality text",
+        ),
+        pytest.param(
+            set_attribute("method_.seed", 1.5),
+            "TableOptimizer.method_: seed is 1.5, expected a whole number",
+            id="method seed 1.5",
+        ),
+        pytest.param(
+            set_attribute("method_.config", 3),
+            "method_: config is 3, expected a RandomDesignsConfig or None",
+            id="method config 3",
+        ),
+        pytest.param(
+            set_attribute("source_", {"$t": "list", "items": ["x"]}),
+            "source_ is a list, expected a text",
+            id="source list",
+        ),
+        pytest.param(
+            set_submodule("ensemble_.members", None),
+            "ensemble_: members is None, expected a list of members",
+            id="members None",
+        ),
+        pytest.param(
+            set_attribute("ensemble_.members", None),
+            "TableOptimizer.ensemble_: attribute 'members' hides a tensor or submodule",
+            id="attribute hiding a submodule",
+        ),
+        pytest.param(
+            set_attribute("ensemble_.members.0.body.0.in_features", 3),
+            "body.0.weight is a (32, 2) tensor of torch.float32; Linear(in_features=3,",
+            id="in_features 3",
+        ),
+        pytest.param(
+            set_attribute("ensemble_.members.0.body.1.negative_slope", "abc"),
+            "body.1.negative_slope is 'abc'; LeakyReLU takes float",
+            id="slope text",
+        ),
+        pytest.param(
+            fill_tensor("ensemble_.members.1.body.2.bias", float("nan")),
+            "TableOptimizer.ensemble_.members.1.body.2.bias holds NaN or infinite values",
+            id="NaN bias",
+        ),
+        pytest.param(
+            set_column(0, low="abc"),
+            "TableOptimizer.schema_.columns[0]: low is 'abc', expected a finite number",
+            id="low text",
+        ),
+        pytest.param(
+            set_column(1, scale=-1.0),
+            "schema_.columns[1]: scale is -1.0, expected a finite number > 0.0",
+            id="scale -1",
+        ),
+        pytest.param(
+            drop_column,
+            "TableOptimizer: schema_ describes 1 floats but data_ holds 2 floats",
+            id="a column less",
+        ),
+    ],
+)
+def test_attributes_of_other_types_or_out_of_range_are_one_error_line(
+    edit, words, table_model, capsys, tmp_path
+):
+    assert_refused(capsys, tmp_path, edited(table_model, edit), words)

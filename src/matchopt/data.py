@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from matchopt.errors import MatchoptError
+from matchopt.state_checks import check_int, check_items, is_int
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,15 @@ class DesignSpace:
             raise MatchoptError(f"design kind must be continuous or discrete, got {self.kind!r}")
         if self.kind == "discrete" and (self.vocab_size is None or self.vocab_size < 2):
             raise MatchoptError("a discrete design space needs vocab_size >= 2")
+
+    def __matchopt_check__(self) -> None:
+        """Checks of a space read from a model file (:mod:`matchopt.state`)."""
+        check_items(
+            self, "shape", lambda s: is_int(s) and s >= 1, "whole numbers >= 1", kinds=(tuple,)
+        )
+        if len(self.shape) != 1:
+            raise MatchoptError(f"shape is {self.shape}, expected one dimension")
+        check_int(self, "vocab_size", 2, none=not self.is_discrete)
 
     @classmethod
     def continuous(cls, dim: int) -> DesignSpace:

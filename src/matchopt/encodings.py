@@ -17,6 +17,7 @@ import numpy as np
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError
+from matchopt.state_checks import attribute, check_array, check_bool, check_type
 
 SOFT_INTERPOLATION = 0.6
 
@@ -66,6 +67,15 @@ class Standardizer:
         std = np.where(std > 0, std, 1.0)
         return cls(mean, std)
 
+    def __matchopt_check__(self) -> None:
+        """Checks of a standardizer read from a model file (:mod:`matchopt.state`)."""
+        mean = check_array(attribute(self, "mean"), "mean")
+        std = check_array(attribute(self, "std"), "std")
+        if mean.shape != std.shape and not (mean.size == std.size == 1):
+            raise MatchoptError(f"mean has shape {mean.shape} but std {std.shape}")
+        if not (std > 0).all():
+            raise MatchoptError("std holds values <= 0")
+
     def transform(self, values: np.ndarray) -> np.ndarray:
         return (np.asarray(values, dtype=np.float64) - self.mean) / self.std
 
@@ -95,6 +105,25 @@ class DesignEncoder:
         self.x_scaler_ = Standardizer.fit(raw) if self.normalize_x else None
         self.y_scaler_ = Standardizer.fit(np.asarray(y).reshape(-1)) if self.normalize_y else None
         return self
+
+    def __matchopt_check__(self) -> None:
+        """Checks of an encoder read from a model file (:mod:`matchopt.state`)."""
+        check_type(self, "space", DesignSpace)
+        check_bool(self, "normalize_x")
+        check_bool(self, "normalize_y")
+        if "x_scaler_" not in vars(self) and "y_scaler_" not in vars(self):
+            return  # not fitted
+        x_scaler = check_type(self, "x_scaler_", Standardizer, none=not self.normalize_x)
+        if x_scaler is not None:
+            shape = (self.n_features,)
+            for name in ("mean", "std"):
+                check_array(getattr(x_scaler, name), f"x_scaler_.{name}", shape=shape)
+        y_scaler = check_type(self, "y_scaler_", Standardizer, none=not self.normalize_y)
+        if y_scaler is not None:
+            for name in ("mean", "std"):
+                value = np.asarray(getattr(y_scaler, name))
+                if value.shape not in ((), (1,)):
+                    raise MatchoptError(f"y_scaler_.{name} has shape {value.shape}, expected ()")
 
     @property
     def n_features(self) -> int:

@@ -18,6 +18,21 @@ Classes are looked up by name in a table built from modules already imported (ma
 ``torch.nn.modules``): a name outside it is an error, and nothing is ever imported because a
 file names it. The header's ``format`` and ``kind`` are checked before any object is built.
 
+A file is data from outside, so what it holds is checked before use:
+
+- sizes: the file (:data:`MAX_FILE_BYTES`, also what its archive unpacks to), the JSON header
+  (:data:`MAX_HEADER_CHARS`) and the nesting of its object graph (:data:`MAX_DEPTH`);
+- every value where it is decoded (whole numbers, array shapes, tensor layouts);
+- every ``torch.nn`` module against a fresh one of its class built (on the ``meta`` device, so
+  without memory) from the constructor arguments the module keeps: its parameters and buffers
+  must have the names, shapes and dtypes that module has; the layers of a ``Sequential`` must
+  fit each other; parameters must be finite;
+- every object of a class with a ``__matchopt_check__(self)`` method, right after it is
+  rebuilt: the class checks the types and ranges of its attributes
+  (:mod:`matchopt.state_checks`).
+
+Any problem is one :class:`StateError` naming the file and where in the object it is.
+
 A class may define ``__matchopt_state__(self) -> dict`` to choose what is saved (e.g. to leave
 out functions, which cannot be saved); the attributes are restored as saved.
 """
@@ -25,10 +40,13 @@ out functions, which cannot be saved); the attributes are restored as saved.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import io
 import json
+import re
 import sys
 import warnings
+import zipfile
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -59,6 +77,55 @@ _FUNCTIONS: dict[str, Any] = {
 _FUNCTION_NAMES = {id(fn): name for name, fn in _FUNCTIONS.items()}
 #: Attributes every ``nn.Module`` sets up in its ``__init__`` (hooks and containers).
 _MODULE_BASE_ATTRS = frozenset(vars(torch.nn.Module()))
+
+#: Largest model file read or written, and the most its archive may unpack to: a crafted file
+#: must not make matchopt read (or inflate) more. Fitted models are far smaller (a method fitted
+#: on a Design-Bench task: megabytes to a few hundred).
+MAX_FILE_BYTES = 4 * 2**30
+#: Longest JSON header read or written (characters): a header describes objects, not data
+#: (arrays go in tensors), so real ones are kilobytes; parsing takes several times its size.
+MAX_HEADER_CHARS = 16 * 2**20
+#: Deepest nesting of the object graph in a header (real files: about 10).
+MAX_DEPTH = 100
+#: Most entries (tensors) in a model file's archive (real files: hundreds at most).
+MAX_ENTRIES = 100_000
+#: Most digits of a whole number written as text (Python's own default limit).
+MAX_BIGINT_DIGITS = 4300
+_BIGINT = re.compile(rf"-?[0-9]{{1,{MAX_BIGINT_DIGITS}}}")
+
+#: ``torch.nn`` modules checked against a fresh module of their class (see the module notes):
+#: the ones matchopt's methods use, whose constructors are cheap whatever their arguments. A
+#: module of another ``torch.nn`` class may hold no parameters or buffers of its own.
+_REBUILT_MODULES = frozenset(
+    {
+        torch.nn.Linear,
+        torch.nn.modules.linear.NonDynamicallyQuantizableLinear,
+        torch.nn.Identity,
+        torch.nn.LayerNorm,
+        torch.nn.MultiheadAttention,
+        torch.nn.Embedding,
+        torch.nn.Dropout,
+        torch.nn.LeakyReLU,
+        torch.nn.ReLU,
+        torch.nn.SiLU,
+        torch.nn.GELU,
+        torch.nn.Softplus,
+        torch.nn.Tanh,
+        torch.nn.Sigmoid,
+    }
+)
+#: Layers that keep the width of their input (for the check of a ``Sequential``).
+_SAME_WIDTH = (
+    torch.nn.Identity,
+    torch.nn.Dropout,
+    torch.nn.LeakyReLU,
+    torch.nn.ReLU,
+    torch.nn.SiLU,
+    torch.nn.GELU,
+    torch.nn.Softplus,
+    torch.nn.Tanh,
+    torch.nn.Sigmoid,
+)
 
 
 class StateError(MatchoptError):
@@ -178,6 +245,19 @@ class _Encoder:
         }
 
     def _module(self, module: torch.nn.Module, where: str) -> dict:
+        cls = type(module)
+        if not cls.__module__.startswith("matchopt") and cls not in _REBUILT_MODULES:
+            own = [
+                k
+                for k, v in [*module._parameters.items(), *module._buffers.items()]
+                if v is not None
+            ]
+            if own:  # it could not be checked when read back
+                raise StateError(
+                    f"cannot save {where}: it holds tensors ({', '.join(own)}), and "
+                    f"{cls.__name__} is not among the torch.nn layers whose tensors model files "
+                    "check"
+                )
         attrs = {
             k: self.encode(v, f"{where}.{k}")
             for k, v in vars(module).items()
@@ -213,12 +293,45 @@ def state_bytes(obj: Any, kind: str) -> bytes:
         "matchopt_version": __version__,
         "tree": tree,
     }
+    text = json.dumps(header)
+    if len(text) > MAX_HEADER_CHARS:
+        raise StateError(
+            f"cannot save {type(obj).__name__}: its description takes {_size(len(text))}, over "
+            f"the {_size(MAX_HEADER_CHARS)} a model file may hold (arrays are saved apart, so "
+            "this is a very large Python list, dict or text)"
+        )
     buffer = io.BytesIO()
-    torch.save({"header": json.dumps(header), "tensors": encoder.tensors}, buffer)
+    torch.save({"header": text, "tensors": encoder.tensors}, buffer)
+    if buffer.tell() > MAX_FILE_BYTES:
+        raise StateError(
+            f"cannot save {type(obj).__name__}: the model file would take "
+            f"{_size(buffer.tell())}, over the {_size(MAX_FILE_BYTES)} matchopt reads"
+        )
     return buffer.getvalue()
 
 
+def _size(n: int) -> str:
+    """``n`` bytes in words (e.g. ``16 MiB``)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
+
+
 # --- Reading --------------------------------------------------------------------------------------
+
+
+def _short(node: Any) -> str:
+    """A few words about a header entry (never its whole text, nor a walk through its depth)."""
+    if isinstance(node, (dict, list)):
+        return f"a JSON {'object' if isinstance(node, dict) else 'list'} of {len(node)} items"
+    text = repr(node)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _path(where: str) -> str:
+    """An attribute path for a message: its start and end when it is long."""
+    return where if len(where) <= 100 else f"{where[:60]}...{where[-37:]}"
 
 
 class _Decoder:
@@ -227,177 +340,477 @@ class _Decoder:
         self.source = source
         self.objects: dict[int, Any] = {}
         self.classes = _known_classes()
+        self.depth = 0
+        self.where = "model"  # the attribute path being decoded, for messages
+        self.failed_at: str | None = None  # where an unforeseen exception came from
 
     def fail(self, why: str) -> StateError:
+        why = " ".join(why.split())
+        if len(why) > 400:
+            why = why[:397] + "..."
         return StateError(f"{self.source}: not a valid matchopt model file ({why})")
 
-    def tensor(self, key: Any) -> torch.Tensor:
-        value = self.tensors.get(key) if isinstance(key, str) else None
+    def tensor(self, key: Any, where: str) -> torch.Tensor:
+        value = self.tensors.get(key) if isinstance(key, (str, int, float)) else None
         if not isinstance(value, torch.Tensor):
-            raise self.fail(f"tensor {key!r} is missing")
+            raise self.fail(f"{where}: tensor {_short(key)} is missing")
+        if value.layout != torch.strided or value.is_quantized or value.device.type != "cpu":
+            raise self.fail(f"{where}: tensor {_short(key)} is not a plain tensor ({value.layout})")
         return value
 
     def cls(self, name: Any) -> type:
         found = self.classes.get(name) if isinstance(name, str) else None
         if found is None:
-            raise self.fail(f"it names class {name!r}, which matchopt does not load")
+            raise self.fail(f"it names class {_short(name)}, which matchopt does not load")
         return found
 
-    def decode(self, node: Any) -> Any:
+    def decode(self, node: Any, where: str) -> Any:
         if node is None or isinstance(node, (bool, int, float, str)):
             return node
+        if self.depth >= MAX_DEPTH:
+            raise self.fail(f"{_path(where)}: objects nested more than {MAX_DEPTH} levels deep")
+        outer = self.where
+        self.depth += 1
+        self.where = where
+        try:
+            return self._decode(node, where)
+        except Exception:
+            if self.failed_at is None:
+                self.failed_at = where
+            raise
+        finally:
+            self.depth -= 1
+            self.where = outer
+
+    def _decode(self, node: Any, where: str) -> Any:
         if not isinstance(node, dict) or not isinstance(node.get("$t"), str):
-            raise self.fail(f"unexpected entry {str(node)[:60]!r}")
+            raise self.fail(f"{where}: unexpected entry {_short(node)}")
         kind = node["$t"]
         if kind == "ref":
-            if node.get("id") not in self.objects:
-                raise self.fail(f"reference to unknown object {node.get('id')!r}")
-            return self.objects[node["id"]]
+            key = node.get("id")
+            if not isinstance(key, int) or key not in self.objects:
+                raise self.fail(f"{where}: reference to unknown object {_short(key)}")
+            return self.objects[key]
         if kind == "bigint":
-            return int(node["value"])
-        handler = getattr(self, f"_{kind}", None)
-        if handler is None:
-            raise self.fail(f"unknown entry type {kind!r}")
-        return handler(node)
+            value = node.get("value")
+            if not isinstance(value, str) or not _BIGINT.fullmatch(value):
+                raise self.fail(
+                    f"{where}: bigint {_short(value)} is not a whole number of at most "
+                    f"{MAX_BIGINT_DIGITS} digits"
+                )
+            return int(value)
+        if kind not in _ENTRY_TYPES:
+            raise self.fail(f"{where}: unknown entry type {_short(kind)}")
+        return getattr(self, f"_{kind}")(node, where)
 
     def register(self, node: dict, value: Any) -> Any:
-        self.objects[node.get("$id")] = value
+        key = node.get("$id")
+        if key is not None and not isinstance(key, int):
+            raise self.fail(f"{self.where}: object id {_short(key)} is not a whole number")
+        self.objects[key] = value
         return value
 
-    def items(self, node: dict) -> list:
+    def items(self, node: dict, where: str) -> list:
         items = node.get("items")
         if not isinstance(items, list):
-            raise self.fail(f"{node['$t']} without items")
+            raise self.fail(f"{where}: {node['$t']} without items")
         return items
 
-    def _list(self, node: dict) -> list:
+    def hashable(self, value: Any, where: str) -> Any:
+        try:
+            hash(value)
+        except TypeError:
+            raise self.fail(f"{where}: {type(value).__name__} as a set item or dict key") from None
+        return value
+
+    def _list(self, node: dict, where: str) -> list:
         out = self.register(node, [])
-        out.extend(self.decode(v) for v in self.items(node))
+        out.extend(self.decode(v, f"{where}[{i}]") for i, v in enumerate(self.items(node, where)))
         return out
 
-    def _tuple(self, node: dict) -> tuple:
-        return self.register(node, tuple(self.decode(v) for v in self.items(node)))
-
-    def _set(self, node: dict) -> set:
-        return self.register(node, {self.decode(v) for v in self.items(node)})
-
-    def _frozenset(self, node: dict) -> frozenset:
-        return self.register(node, frozenset(self.decode(v) for v in self.items(node)))
-
-    def _dict(self, node: dict) -> dict:
-        out = self.register(node, {})
-        for pair in self.items(node):
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise self.fail("a dict entry that is not a key-value pair")
-            out[self.decode(pair[0])] = self.decode(pair[1])
-        return out
-
-    def _tensor(self, node: dict) -> torch.Tensor:
-        return self.register(node, self.tensor(node.get("key")))
-
-    def _parameter(self, node: dict) -> torch.nn.Parameter:
-        value = torch.nn.Parameter(self.tensor(node.get("key")), bool(node.get("grad", True)))
+    def _tuple(self, node: dict, where: str) -> tuple:
+        items = self.items(node, where)
+        value = tuple(self.decode(v, f"{where}[{i}]") for i, v in enumerate(items))
         return self.register(node, value)
 
-    def _ndarray(self, node: dict) -> np.ndarray:
-        raw = self.tensor(node.get("key"))
+    def _set(self, node: dict, where: str) -> set:
+        items = self.items(node, where)
+        return self.register(node, {self.hashable(self.decode(v, where), where) for v in items})
+
+    def _frozenset(self, node: dict, where: str) -> frozenset:
+        items = self.items(node, where)
+        value = frozenset(self.hashable(self.decode(v, where), where) for v in items)
+        return self.register(node, value)
+
+    def _dict(self, node: dict, where: str) -> dict:
+        out = self.register(node, {})
+        for pair in self.items(node, where):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise self.fail(f"{where}: a dict entry that is not a key-value pair")
+            key = self.hashable(self.decode(pair[0], f"{where} key"), where)
+            out[key] = self.decode(pair[1], f"{where}[{_short(key)}]")
+        return out
+
+    def _tensor(self, node: dict, where: str) -> torch.Tensor:
+        return self.register(node, self.tensor(node.get("key"), where))
+
+    def _parameter(self, node: dict, where: str) -> torch.nn.Parameter:
+        tensor = self.tensor(node.get("key"), where)
+        grad = node.get("grad", True)
+        if not isinstance(grad, bool):
+            raise self.fail(f"{where}: grad is {_short(grad)}, not true or false")
+        if grad and not (tensor.is_floating_point() or tensor.is_complex()):
+            raise self.fail(f"{where}: a parameter of {tensor.dtype} cannot take gradients")
+        return self.register(node, torch.nn.Parameter(tensor, grad))
+
+    def _ndarray(self, node: dict, where: str) -> np.ndarray:
+        raw = self.tensor(node.get("key"), where)
         try:
             dtype = np.dtype(str(node["dtype"]))
             shape = tuple(int(s) for s in node["shape"])
         except (KeyError, TypeError, ValueError) as err:
-            raise self.fail(f"bad array description ({err})") from None
+            raise self.fail(f"{where}: bad array description ({err})") from None
         if dtype.hasobject:
-            raise self.fail("an array of Python objects")
+            raise self.fail(f"{where}: an array of Python objects")
+        if dtype.kind not in "biufcSUV" or any(s < 0 for s in shape):
+            raise self.fail(f"{where}: an array of {dtype} with shape {shape}")
         if raw.dtype != torch.uint8 or raw.ndim != 1:
-            raise self.fail("array bytes are not a byte vector")
+            raise self.fail(f"{where}: array bytes are not a byte vector")
         try:
             array = np.frombuffer(raw.numpy().tobytes(), dtype=dtype).reshape(shape).copy()
         except ValueError as err:
-            raise self.fail(f"array bytes do not match their shape ({err})") from None
+            raise self.fail(f"{where}: array bytes do not match their shape ({err})") from None
         return self.register(node, array)
 
-    def _npscalar(self, node: dict) -> np.generic:
-        array = self.decode(node.get("array"))
+    def _npscalar(self, node: dict, where: str) -> np.generic:
+        array = self.decode(node.get("array"), where)
         if not isinstance(array, np.ndarray) or array.shape != ():
-            raise self.fail("a numpy scalar that is not a 0-d array")
+            raise self.fail(f"{where}: a numpy scalar that is not a 0-d array")
         return self.register(node, array[()])
 
-    def _function(self, node: dict) -> Any:
+    def _function(self, node: dict, where: str) -> Any:
         name = node.get("name")
-        if name not in _FUNCTIONS:
-            raise self.fail(f"it names function {name!r}, which matchopt does not load")
+        if not isinstance(name, str) or name not in _FUNCTIONS:
+            raise self.fail(
+                f"{where}: it names function {_short(name)}, which matchopt does not load"
+            )
         return _FUNCTIONS[name]
 
-    def mapping(self, node: dict, key: str) -> dict:
+    def mapping(self, node: dict, key: str, where: str) -> dict:
         value = node.get(key, {})
         if not isinstance(value, dict):
-            raise self.fail(f"{key} is not a mapping")
+            raise self.fail(f"{where}: {key} is not a mapping")
         return value
 
-    def _module(self, node: dict) -> torch.nn.Module:
+    def slot_names(self, node: dict, key: str, where: str) -> dict:
+        value = self.mapping(node, key, where)
+        for name in value:
+            if not name or "." in name:
+                raise self.fail(f"{where}: {key} name {_short(name)} is not a valid name")
+        return value
+
+    def _module(self, node: dict, where: str) -> torch.nn.Module:
         cls = self.cls(node.get("class"))
         if not issubclass(cls, torch.nn.Module):
-            raise self.fail(f"{cls.__name__} is not a torch module")
+            raise self.fail(f"{where}: {cls.__name__} is not a torch module")
         module = cls.__new__(cls)
         torch.nn.Module.__init__(module)
         self.register(node, module)
         module.training = bool(node.get("training", False))
-        for name, value in self.mapping(node, "parameters").items():
-            parameter = self.decode(value)
+        for name, value in self.slot_names(node, "parameters", where).items():
+            parameter = self.decode(value, f"{where}.{name}")
             if parameter is not None and not isinstance(parameter, torch.nn.Parameter):
-                raise self.fail(f"parameter {name!r} is not a tensor")
+                raise self.fail(f"{where}: parameter {name!r} is not a tensor")
             module._parameters[name] = parameter
-        for name, value in self.mapping(node, "buffers").items():
-            buffer = self.decode(value)
+        for name, value in self.slot_names(node, "buffers", where).items():
+            buffer = self.decode(value, f"{where}.{name}")
             if buffer is not None and not isinstance(buffer, torch.Tensor):
-                raise self.fail(f"buffer {name!r} is not a tensor")
+                raise self.fail(f"{where}: buffer {name!r} is not a tensor")
             module._buffers[name] = buffer
-        module._non_persistent_buffers_set = {str(n) for n in node.get("non_persistent", [])}
-        for name, value in self.mapping(node, "modules").items():
-            child = self.decode(value)
+        non_persistent = node.get("non_persistent", [])
+        if not isinstance(non_persistent, list) or not all(
+            isinstance(n, str) for n in non_persistent
+        ):
+            raise self.fail(f"{where}: non_persistent is not a list of names")
+        module._non_persistent_buffers_set = set(non_persistent)
+        for name, value in self.slot_names(node, "modules", where).items():
+            child = self.decode(value, f"{where}.{name}")
             if child is not None and not isinstance(child, torch.nn.Module):
-                raise self.fail(f"submodule {name!r} is not a module")
+                raise self.fail(f"{where}: submodule {name!r} is not a module")
             module._modules[name] = child
-        for name, value in self.mapping(node, "attrs").items():
+        for name, value in self.mapping(node, "attrs", where).items():
             if name in _MODULE_BASE_ATTRS or name.startswith("__"):
-                raise self.fail(f"module attribute {name!r} may not be set")
-            module.__dict__[name] = self.decode(value)
-        return module
+                raise self.fail(f"{where}: module attribute {name!r} may not be set")
+            if name in module._parameters or name in module._buffers or name in module._modules:
+                raise self.fail(f"{where}: attribute {name!r} hides a tensor or submodule")
+            module.__dict__[name] = self.decode(value, f"{where}.{name}")
+        _check_module(self, module, where)
+        return self.checked(module, where)
 
-    def attrs(self, node: dict) -> dict:
+    def attrs(self, node: dict, where: str) -> dict:
         out = {}
-        for name, value in self.mapping(node, "attrs").items():
+        for name, value in self.mapping(node, "attrs", where).items():
             if not isinstance(name, str) or name.startswith("__"):
-                raise self.fail(f"attribute {name!r} may not be set")
-            out[name] = self.decode(value)
+                raise self.fail(f"{where}: attribute {name!r} may not be set")
+            out[name] = self.decode(value, f"{where}.{name}")
         return out
 
-    def _object(self, node: dict) -> Any:
+    def _object(self, node: dict, where: str) -> Any:
         cls = self.cls(node.get("class"))
         if issubclass(cls, torch.nn.Module) or dataclasses.is_dataclass(cls):
-            raise self.fail(f"{cls.__name__} saved as a plain object")
+            raise self.fail(f"{where}: {cls.__name__} saved as a plain object")
         obj = cls.__new__(cls)
         self.register(node, obj)
-        obj.__dict__.update(self.attrs(node))
-        return obj
+        obj.__dict__.update(self.attrs(node, where))
+        return self.checked(obj, where)
 
-    def _dataclass(self, node: dict) -> Any:
+    def _dataclass(self, node: dict, where: str) -> Any:
         cls = self.cls(node.get("class"))
         if not dataclasses.is_dataclass(cls):
-            raise self.fail(f"{cls.__name__} is not a dataclass")
-        attrs = self.attrs(node)
+            raise self.fail(f"{where}: {cls.__name__} is not a dataclass")
+        attrs = self.attrs(node, where)
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = set(attrs) - set(fields)
         if unknown:
-            raise self.fail(f"{cls.__name__} has no field(s) {', '.join(sorted(unknown))}")
+            raise self.fail(
+                f"{where}: {cls.__name__} has no field(s) {_short(', '.join(sorted(unknown)))}"
+            )
         try:
             obj = cls(**{k: v for k, v in attrs.items() if fields[k].init})
         except (TypeError, ValueError, MatchoptError) as err:
-            raise self.fail(f"{cls.__name__}: {err}") from None
+            raise self.fail(f"{where}: {cls.__name__}: {err}") from None
         for name, value in attrs.items():
             if not fields[name].init:
                 object.__setattr__(obj, name, value)
-        return self.register(node, obj)
+        return self.checked(self.register(node, obj), where)
+
+    def checked(self, obj: Any, where: str) -> Any:
+        """``obj`` once its class's ``__matchopt_check__`` (if any) accepts it."""
+        check = getattr(type(obj), "__matchopt_check__", None)
+        if check is not None:
+            try:
+                check(obj)
+            except MatchoptError as err:
+                raise self.fail(f"{where}: {err}") from None
+        return obj
+
+
+#: Entry types with a ``_<type>`` method of :class:`_Decoder` (besides ``ref`` and ``bigint``).
+_ENTRY_TYPES = frozenset(
+    "list tuple set frozenset dict tensor parameter ndarray npscalar function module object "
+    "dataclass".split()
+)
+
+
+# --- Checks of torch modules ----------------------------------------------------------------------
+
+
+def _own_tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {
+        name: value
+        for name, value in [*module._parameters.items(), *module._buffers.items()]
+        if value is not None
+    }
+
+
+def _fresh_module(
+    decoder: _Decoder, module: torch.nn.Module, where: str
+) -> tuple[torch.nn.Module, str]:
+    """A new module of ``module``'s class, on the meta device, from the constructor arguments
+    ``module`` keeps (its attributes of the same names; for a tensor argument such as ``bias``,
+    whether it has that tensor), and those arguments in words."""
+    cls = type(module)
+    kwargs: dict[str, Any] = {}
+    if cls is torch.nn.MultiheadAttention:  # arguments kept under other names
+        kwargs["bias"] = module._parameters.get("in_proj_bias") is not None
+        kwargs["add_bias_kv"] = module._parameters.get("bias_k") is not None
+    takes_dtype = False
+    for parameter in list(inspect.signature(cls.__init__).parameters.values())[1:]:
+        name = parameter.name
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD) or name in kwargs:
+            continue
+        if name in ("device", "dtype"):
+            takes_dtype = takes_dtype or name == "dtype"
+        elif name in module.__dict__:
+            kwargs[name] = value = module.__dict__[name]
+            expected = _argument_type(parameter)
+            if expected is not None and not _is_of(value, expected):
+                raise decoder.fail(
+                    f"{where}.{name} is {_short(value)}; {cls.__name__} takes {expected.__name__}"
+                )
+        elif name in module._parameters or name in module._buffers:
+            kwargs[name] = _own_tensors(module).get(name) is not None
+        elif parameter.default is parameter.empty:
+            raise decoder.fail(f"{where}: {cls.__name__} without its attribute {name!r}")
+    floating = {t.dtype for t in _own_tensors(module).values() if t.is_floating_point()}
+    if len(floating) > 1:
+        kinds = ", ".join(sorted(str(d) for d in floating))
+        raise decoder.fail(f"{where}: {cls.__name__} with tensors of several dtypes ({kinds})")
+    if takes_dtype and floating:
+        kwargs["dtype"] = floating.pop()
+    words = f"{cls.__name__}({', '.join(f'{k}={_short(v)}' for k, v in kwargs.items())})"
+    try:
+        with torch.device("meta"):
+            fresh = cls(**kwargs)
+    except Exception as err:  # the constructor's own checks of its arguments
+        raise decoder.fail(
+            f"{where}: {words} cannot be built ({type(err).__name__}: {err})"
+        ) from None
+    return fresh, words
+
+
+def _argument_type(parameter: inspect.Parameter) -> type | None:
+    """bool, int or float: what a constructor argument takes, by its annotation or else the
+    type of its default (None: not one of those)."""
+    names = {"bool": bool, "int": int, "float": float}
+    annotation = parameter.annotation
+    if isinstance(annotation, str):
+        annotation = names.get(annotation)
+    if annotation in (bool, int, float):
+        return annotation
+    default = parameter.default
+    return type(default) if type(default) in (bool, int, float) else None
+
+
+def _is_of(value: Any, expected: type) -> bool:
+    if expected is bool:
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or expected is float
+
+
+def _check_module(decoder: _Decoder, module: torch.nn.Module, where: str) -> None:
+    """Refuse a module whose tensors do not fit its class (see the module notes)."""
+    cls = type(module)
+    for name, value in module._parameters.items():
+        if value is not None and value.is_floating_point() and not torch.isfinite(value).all():
+            raise decoder.fail(f"{where}.{name} holds NaN or infinite values")
+    if cls.__module__.startswith("matchopt"):
+        # Its submodules are checked, and its class checks the rest (__matchopt_check__).
+        return
+    if cls in _REBUILT_MODULES:
+        fresh, words = _fresh_module(decoder, module, where)
+        _compare_modules(decoder, fresh, module, where, words)
+        return
+    own = _own_tensors(module)
+    if own:
+        raise decoder.fail(
+            f"{where}: it holds tensors ({_short(', '.join(own))}), and {cls.__name__} is not "
+            "among the torch.nn layers whose tensors model files check"
+        )
+    if isinstance(module, torch.nn.Sequential):
+        _check_sequential(decoder, module, where)
+
+
+def _compare_modules(
+    decoder: _Decoder, fresh: torch.nn.Module, module: torch.nn.Module, where: str, words: str
+) -> None:
+    """``module`` has the tensors (names, shapes, dtypes), the attributes derived from its
+    constructor arguments, and the submodules of ``fresh``, built from those arguments."""
+    mine, theirs = _own_tensors(module), _own_tensors(fresh)
+    for name in sorted(set(mine) | set(theirs)):
+        want, got = theirs.get(name), mine.get(name)
+        if want is None or got is None:
+            which = "has no" if got is None else "has an unexpected"
+            raise decoder.fail(f"{where}: {words} {which} tensor {name!r}")
+        if want.shape != got.shape or want.dtype != got.dtype:
+            raise decoder.fail(
+                f"{where}.{name} is a {tuple(got.shape)} tensor of {got.dtype}; "
+                f"{words} has {tuple(want.shape)} of {want.dtype}"
+            )
+    for name, value in vars(fresh).items():
+        if name in _MODULE_BASE_ATTRS:
+            continue
+        if value is None or isinstance(value, (bool, int, float, str, tuple)):
+            got = module.__dict__.get(name, _ABSENT)
+            if got is _ABSENT:
+                raise decoder.fail(f"{where}: {words} without its attribute {name!r}")
+            if type(got) is not type(value) or got != value:
+                raise decoder.fail(f"{where}.{name} is {_short(got)}; {words} has {_short(value)}")
+    if set(module._modules) != set(fresh._modules):
+        raise decoder.fail(
+            f"{where}: submodules {_short(', '.join(module._modules))}; {words} has "
+            f"{_short(', '.join(fresh._modules)) or 'none'}"
+        )
+    for name, child in fresh._modules.items():
+        got = module._modules[name]
+        if child is None or got is None or type(got) is not type(child):
+            raise decoder.fail(
+                f"{where}.{name} is {_short(type(got).__name__)}; {words} has "
+                f"{type(child).__name__}"
+            )
+        _compare_modules(decoder, child, got, f"{where}.{name}", f"{words}.{name}")
+
+
+_ABSENT = object()
+
+
+def _check_sequential(decoder: _Decoder, module: torch.nn.Sequential, where: str) -> None:
+    """The layers of a ``Sequential`` fit each other (a linear layer takes the width the layer
+    before it gives)."""
+    width = None  # of the previous layer's output, when known
+    for name, layer in module._modules.items():
+        if isinstance(layer, torch.nn.Linear):
+            if width is not None and layer.in_features != width:
+                raise decoder.fail(
+                    f"{where}.{name}: a Linear layer taking {layer.in_features} features "
+                    f"after a layer giving {width}"
+                )
+            width = layer.out_features
+        elif isinstance(layer, torch.nn.LayerNorm):
+            shape = layer.normalized_shape
+            if width is not None and (len(shape) != 1 or shape[0] != width):
+                raise decoder.fail(
+                    f"{where}.{name}: a LayerNorm over {shape} after a layer giving {width}"
+                )
+        elif not isinstance(layer, _SAME_WIDTH):
+            width = None
+
+
+def _check_archive(data: bytes, source: str) -> None:
+    """Refuse a model file over the size limits, or whose archive would unpack to more, before
+    torch reads it (torch inflates compressed archive entries: a small file could unpack to
+    gigabytes)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise StateError(
+            f"{source}: not read: it takes {_size(len(data))}, over the {_size(MAX_FILE_BYTES)} "
+            f"a matchopt model file may take"
+        )
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as err:
+        # torch.save writes archives; torch's older format is not read at all.
+        raise _not_read(source, f"not a zip archive: {err}") from None
+    if len(entries) > MAX_ENTRIES:
+        raise StateError(
+            f"{source}: not read: it holds {len(entries):,} entries, over the "
+            f"{MAX_ENTRIES:,} a matchopt model file may hold"
+        )
+    unpacked = sum(entry.file_size for entry in entries)
+    if unpacked > MAX_FILE_BYTES:
+        raise StateError(
+            f"{source}: not read: it unpacks to {_size(unpacked)}, over the "
+            f"{_size(MAX_FILE_BYTES)} a matchopt model file may take"
+        )
+    pickled = max(
+        (entry.file_size for entry in entries if entry.filename.endswith("data.pkl")), default=0
+    )
+    if pickled > MAX_HEADER_CHARS + 2**20:  # the header and a line per tensor
+        raise StateError(
+            f"{source}: not read: its header takes {_size(pickled)}, over the "
+            f"{_size(MAX_HEADER_CHARS)} a matchopt model file may hold"
+        )
+
+
+def _not_read(source: str, reason: str) -> StateError:
+    reason = " ".join(reason.split())[:160]
+    return StateError(
+        f"{source}: not a matchopt model file; it was not read, since only tensors and "
+        f"plain data are loaded (model files of matchopt 0.1 were pickles and must be "
+        f"saved again) ({reason})"
+    )
 
 
 def load_state(data: bytes, kind: str, source: str = "model") -> Any:
@@ -405,39 +818,68 @@ def load_state(data: bytes, kind: str, source: str = "model") -> Any:
 
     Raises:
         StateError: not a model file (e.g. an old pickle-based one: refused unread), another
-            kind, a newer format, or a header that names anything matchopt does not load.
+            kind, a newer format, a file or header over the size limits, a header that names
+            anything matchopt does not load, or objects that fail their checks (see the module
+            notes); the message names the file and where the problem is.
     """
+    _check_archive(data, source)
     try:
         with warnings.catch_warnings():
             # A foreign pickle protocol only draws a warning before the refusal below.
             warnings.simplefilter("ignore", UserWarning)
             content = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a foreign or crafted file
-        reason = " ".join(str(err).split())[:160]
-        raise StateError(
-            f"{source}: not a matchopt model file; it was not read, since only tensors and "
-            f"plain data are loaded (model files of matchopt 0.1 were pickles and must be "
-            f"saved again) ({reason})"
-        ) from None
+        raise _not_read(source, str(err)) from None
     header_text = content.get("header") if isinstance(content, dict) else None
     tensors = content.get("tensors") if isinstance(content, dict) else None
     if not isinstance(header_text, str) or not isinstance(tensors, dict):
         raise StateError(f"{source}: not a matchopt model file (no header)")
+    if len(header_text) > MAX_HEADER_CHARS:
+        raise StateError(
+            f"{source}: not a valid matchopt model file (its header takes "
+            f"{_size(len(header_text))}, over the {_size(MAX_HEADER_CHARS)} a model file may hold)"
+        )
     try:
         header = json.loads(header_text)
-    except json.JSONDecodeError as err:
-        raise StateError(f"{source}: not a matchopt model file (header: {err})") from None
+    except RecursionError:
+        raise StateError(
+            f"{source}: not a valid matchopt model file (header: nested too deeply)"
+        ) from None
+    except ValueError as err:
+        why = (
+            " ".join(str(err).split())[:160]
+            if isinstance(err, json.JSONDecodeError)
+            else f"a number of more than {MAX_BIGINT_DIGITS} digits"  # Python's limit
+        )
+        raise StateError(f"{source}: not a matchopt model file (header: {why})") from None
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise StateError(f"{source}: not a matchopt model file (format)")
     version = header.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise StateError(
-            f"{source}: model file format {version!r} is newer than this matchopt "
+            f"{source}: model file format {_short(version)} is newer than this matchopt "
             f"({__version__}) reads ({FORMAT_VERSION}); upgrade matchopt"
         )
     if header.get("kind") != kind:
-        raise StateError(f"{source}: holds a {header.get('kind')!r} model, not a {kind!r} one")
-    return _Decoder(tensors, source).decode(header.get("tree"))
+        raise StateError(
+            f"{source}: holds a {_short(header.get('kind'))} model, not a {kind!r} one"
+        )
+    tree = header.get("tree")
+    decoder = _Decoder(tensors, source)
+    name = tree.get("class") if isinstance(tree, dict) else None
+    known = decoder.classes.get(name) if isinstance(name, str) else None
+    root = known.__name__ if known is not None else "model"
+    try:
+        return decoder.decode(tree, root)
+    except StateError:
+        raise
+    except Exception as err:  # anything else a crafted file makes the rebuilt objects raise
+        where = _path(decoder.failed_at or root)
+        if isinstance(err, MatchoptError):
+            raise decoder.fail(f"{where}: {err}") from None
+        if isinstance(err, RecursionError):
+            raise decoder.fail(f"{where}: nested too deeply") from None
+        raise decoder.fail(f"{where}: {type(err).__name__}: {err}") from None
 
 
 def write_state(path: str | Path, obj: Any, kind: str) -> Path:
@@ -456,6 +898,22 @@ def write_state(path: str | Path, obj: Any, kind: str) -> Path:
 def read_state(path: str | Path, kind: str) -> Any:
     """The object in the model file at ``path`` (see :func:`load_state`)."""
     path = Path(path)
+    return load_state(read_model_file(path), kind, str(path))
+
+
+def read_model_file(path: str | Path) -> bytes:
+    """The bytes of the model file at ``path``, refused unread when it is over
+    :data:`MAX_FILE_BYTES`."""
+    path = Path(path)
     if not path.is_file():
         raise StateError(f"{path}: no such model file")
-    return load_state(path.read_bytes(), kind, str(path))
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise StateError(
+                f"{path}: not read: it takes {_size(size)}, over the {_size(MAX_FILE_BYTES)} "
+                f"a matchopt model file may take"
+            )
+        return path.read_bytes()
+    except OSError as err:
+        raise StateError(f"cannot read {path}: {err.strerror or err}") from None

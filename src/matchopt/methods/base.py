@@ -17,6 +17,8 @@ import dataclasses
 import functools
 import math
 import os
+import types
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -27,6 +29,15 @@ import numpy as np
 from matchopt.data import OfflineData
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.runtime import MAX_SEED, default_threads_unless_chosen, resolve_device
+from matchopt.state_checks import (
+    check_bool,
+    check_int,
+    check_str,
+    check_type,
+    describe,
+    is_int,
+    is_number,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -205,6 +216,43 @@ class Method(ABC):
         skip = ("training_checkpoint", "ensemble_cache")
         return {k: v for k, v in vars(self).items() if k not in skip}
 
+    def __matchopt_check__(self) -> None:
+        """Checks of a method read from a model file (:mod:`matchopt.state`): the constructor's
+        arguments (the config field by field), and the offline data and encoder if fitted."""
+        from matchopt.encodings import DesignEncoder
+
+        config = check_type(self, "config", self.config_class, none=True)
+        if config is not None:
+            check_config_types(config)
+            check_config(config, allow_zero_counts=True)
+        check_int(self, "seed", 0, MAX_SEED)
+        check_bool(self, "progress")
+        check_str(self, "device", none=True)
+        if "data_" in vars(self):
+            check_type(self, "data_", OfflineData)
+        if "encoder_" in vars(self):
+            encoder = check_type(self, "encoder_", DesignEncoder)
+            if "x_scaler_" not in vars(encoder):
+                raise MatchoptError("encoder_ is not fitted")
+
+    def _check_loaded(self, source: str) -> None:
+        """After :meth:`load`: a method with a surrogate predicts its first offline rows (a last
+        check that its networks fit together, before any use)."""
+        if not self.has_surrogate or not hasattr(self, "data_"):
+            return
+        try:
+            predicted = np.asarray(self.predict(self.data_.x[:2]), dtype=np.float64)
+            if predicted.shape != (min(2, len(self.data_)),):
+                raise ValueError(f"{predicted.shape} predictions for 2 rows")
+        except Exception as err:
+            from matchopt.state import StateError
+
+            why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+            raise StateError(
+                f"{source}: not a valid matchopt model file ({type(self).__name__} fails to "
+                f"predict its own offline rows: {why})"
+            ) from None
+
     # -- scikit-learn parameters (``sklearn.base.clone`` works) --
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -268,8 +316,14 @@ class Method(ABC):
     def load(cls, path: str | os.PathLike) -> Method:
         """The fitted method in a file written by :meth:`save`: it proposes the same designs.
 
+        What the file holds is checked before use (:mod:`matchopt.state`; the method's own
+        attributes by ``__matchopt_check__``), and a method with a surrogate then predicts its
+        first offline rows.
+
         Raises:
-            MatchoptError: not a method file, or one holding another class than ``cls``.
+            MatchoptError: not a method file, one holding another class than ``cls``, over the
+                size limits, or holding objects that fail their checks (one line naming the
+                file and where the problem is).
         """
         from matchopt.state import read_state
 
@@ -279,6 +333,7 @@ class Method(ABC):
                 f"{path}: holds a {type(method).__name__}, not a fitted {cls.__name__}"
             )
         method.device = "cpu"  # files are read onto the CPU, whatever device wrote them
+        method._check_loaded(str(path))
         return method
 
 
@@ -429,6 +484,52 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
         elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
             if any(v < 1 for v in value):
                 raise ConfigError(f.name, ",".join(map(str, value)), "widths must be >= 1")
+
+
+def check_config_types(config: Any) -> None:
+    """Refuse a config field whose value is not of the field's type (or not among its choices),
+    e.g. in a config read from a model file, where no ``--set`` parsing converted it.
+
+    Raises:
+        ConfigError: the first such field.
+    """
+    hints = get_type_hints(type(config))
+    choices = config_choices(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if not _of_type(value, hints.get(f.name, Any)):
+            hint = hints[f.name]
+            expected = hint.__name__ if isinstance(hint, type) else str(hint)
+            raise ConfigError(f.name, None, f"is {describe(value)}, expected {expected}")
+        if f.name in choices and value not in choices[f.name]:
+            raise ConfigError(
+                f.name,
+                None,
+                f"is {describe(value)}; choose one of {', '.join(map(str, choices[f.name]))}",
+            )
+
+
+def _of_type(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of the config field type ``hint`` (bool, int, float, str, a tuple of
+    ints, and those or None); other types are not checked."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return any(_of_type(value, option) for option in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, (bool, np.bool_))
+    if hint is int:
+        return is_int(value)
+    if hint is float:
+        return is_number(value)
+    if hint is str:
+        return isinstance(value, str)
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return isinstance(value, tuple) and all(_of_type(v, args[0]) for v in value)
+        return isinstance(value, tuple)
+    return True
 
 
 def build_config(entry: MethodEntry, preset: str = "paper", overrides: Mapping[str, Any] = ()):

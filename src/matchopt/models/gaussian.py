@@ -20,10 +20,12 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from matchopt.errors import MatchoptError
 from matchopt.models.ensemble_cache import EnsembleCache, ensemble_key
 from matchopt.models.mlp import ACTIVATIONS, mlp_layers
 from matchopt.models.optim import adam
 from matchopt.runtime import seeded_torch_rng
+from matchopt.state_checks import describe
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,31 @@ class GaussianMLP(nn.Module):
         self.body = mlp_layers(in_features, hidden, 2, activation)
         self.max_log_std = nn.Parameter(torch.tensor(math.log(max_std)))
         self.min_log_std = nn.Parameter(torch.tensor(math.log(min_std)))
+
+    def __matchopt_check__(self) -> None:
+        """Checks of a member read from a model file (:mod:`matchopt.state`; its layers are
+        checked there): a body of linear layers ending in 2 outputs, and scalar std bounds."""
+        body = self._modules.get("body")
+        if not isinstance(body, nn.Sequential) or not len(body):
+            raise MatchoptError(f"body is {describe(body)}, expected a Sequential of layers")
+        for index in (0, -1):
+            if not isinstance(body[index], nn.Linear):
+                raise MatchoptError(f"body[{index}] is {describe(body[index])}, expected a Linear")
+        if body[-1].out_features != 2:
+            raise MatchoptError(
+                f"body[-1] gives {body[-1].out_features} outputs, expected 2 (mean, log-std)"
+            )
+        for name in ("max_log_std", "min_log_std"):
+            value = self._parameters.get(name)
+            if value is None or value.shape != () or value.dtype != body[0].weight.dtype:
+                raise MatchoptError(
+                    f"{name} is {describe(value)}, expected a scalar of {body[0].weight.dtype}"
+                )
+
+    @property
+    def in_features(self) -> int:
+        """Input dimension d."""
+        return self.body[0].in_features
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean (n,) and soft-clamped log-std (n,) of the prediction for ``x`` (n x d)."""
@@ -253,6 +280,28 @@ class GaussianEnsemble(nn.Module):
         self.members = nn.ModuleList(
             GaussianMLP(in_features, hidden, activation) for _ in range(n_models)
         )
+
+    def __matchopt_check__(self) -> None:
+        """Checks of an ensemble read from a model file (:mod:`matchopt.state`; each member is
+        checked there): one or more members, all taking the same inputs."""
+        members = self._modules.get("members")
+        if not isinstance(members, nn.ModuleList) or not len(members):
+            raise MatchoptError(f"members is {describe(members)}, expected a list of members")
+        for index, member in enumerate(members):
+            if not isinstance(member, GaussianMLP):
+                raise MatchoptError(
+                    f"members[{index}] is {describe(member)}, expected a GaussianMLP"
+                )
+            if member.in_features != members[0].in_features:
+                raise MatchoptError(
+                    f"members[{index}] takes {member.in_features} features, members[0] "
+                    f"{members[0].in_features}"
+                )
+
+    @property
+    def in_features(self) -> int:
+        """Input dimension d."""
+        return self.members[0].in_features
 
     def fit(
         self,

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from matchopt.errors import MatchoptError
+from matchopt.state_checks import check_number, describe
+
 ACTIVATIONS = {
     "leaky_relu": lambda: nn.LeakyReLU(0.3),
     "relu": nn.ReLU,
@@ -56,6 +59,31 @@ class MLP(nn.Module):
         self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.output = nn.Linear(widths[-1], 1)
         self.negative_slope = negative_slope
+
+    def __matchopt_check__(self) -> None:
+        """Checks of a network read from a model file (:mod:`matchopt.state`; each layer is
+        checked there): linear layers that fit each other, ending in 1 output."""
+        hidden = self._modules.get("hidden")
+        output = self._modules.get("output")
+        if not isinstance(hidden, nn.ModuleList) or not all(
+            isinstance(layer, nn.Linear) for layer in hidden
+        ):
+            raise MatchoptError(f"hidden is {describe(hidden)}, expected a list of Linear layers")
+        if not isinstance(output, nn.Linear) or output.out_features != 1:
+            raise MatchoptError(f"output is {describe(output)}, expected a Linear with 1 output")
+        layers = [*hidden, output]
+        for index, (before, layer) in enumerate(zip(layers[:-1], layers[1:])):
+            if layer.in_features != before.out_features:
+                raise MatchoptError(
+                    f"layer {index + 1} takes {layer.in_features} features after a layer "
+                    f"giving {before.out_features}"
+                )
+        check_number(self, "negative_slope")
+
+    @property
+    def in_features(self) -> int:
+        """Input dimension d."""
+        return (self.hidden[0] if len(self.hidden) else self.output).in_features
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Predicted scores (n,) of features ``x`` (n x d)."""

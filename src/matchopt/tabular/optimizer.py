@@ -62,8 +62,16 @@ from matchopt.io import atomic_write_bytes
 from matchopt.methods import RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import EnsembleConfig, GaussianEnsemble
-from matchopt.runtime import limit_threads, resolve_device
-from matchopt.state import load_state, state_bytes
+from matchopt.runtime import MAX_SEED, limit_threads, resolve_device
+from matchopt.state import StateError, load_state, read_model_file, state_bytes
+from matchopt.state_checks import (
+    check_bool,
+    check_int,
+    check_items,
+    check_number,
+    check_str,
+    check_type,
+)
 from matchopt.tabular.schema import (
     CSV_SUFFIXES,
     PARQUET_SUFFIXES,
@@ -653,26 +661,108 @@ class TableOptimizer:
 
     @classmethod
     def load(cls, path: str | Path) -> TableOptimizer:
-        """Read a model file written by :meth:`save` (loading it cannot run code)."""
+        """Read a model file written by :meth:`save` (loading it cannot run code, and what it
+        holds is checked before use: see :meth:`load_bytes`)."""
         path = Path(path)
-        if not path.is_file():
-            raise MatchoptError(f"{path}: no such model file")
-        return cls.load_bytes(path.read_bytes(), str(path))
+        return cls.load_bytes(read_model_file(path), str(path))
 
     @classmethod
     def load_bytes(cls, data: bytes, source: str = "model") -> TableOptimizer:
         """The optimizer in the bytes of a model file (:meth:`to_bytes`).
 
+        Every object is checked as it is rebuilt (:mod:`matchopt.state`; the optimizer's own
+        attributes by ``__matchopt_check__``), then the ranking surrogate and the ensemble
+        predict the first measured rows, so that a crafted or damaged file fails here, with one
+        message naming ``source``, and not when proposing.
+
         Raises:
             MatchoptError: not a model file of a table optimizer (checked before any object is
-                built; a pickle is refused unread).
+                built; a pickle is refused unread), over the size limits, or holding objects
+                that fail their checks.
         """
         optimizer = load_state(data, MODEL_KIND, source)
         if not isinstance(optimizer, cls) or not hasattr(optimizer, "method_"):
             raise MatchoptError(f"{source}: not a matchopt model file (saved by --save-model)")
         # Files are read onto the CPU, whatever device wrote them (as Method.load).
         optimizer.device = optimizer.method_.device = "cpu"
+        optimizer.method_._check_loaded(source)
+        try:
+            rows = optimizer.data_.x[:2]
+            spread = optimizer._ensemble_spread(rows)
+            predicted = optimizer._predict(rows)
+            if spread.shape != (len(rows),) or predicted.shape != (len(rows),):
+                raise ValueError(f"{predicted.shape} predictions for {len(rows)} rows")
+        except Exception as err:
+            why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+            raise StateError(
+                f"{source}: not a valid matchopt model file (its surrogates fail to predict "
+                f"the measured rows: {why})"
+            ) from None
         return optimizer
+
+    def __matchopt_check__(self) -> None:
+        """Checks of an optimizer read from a model file (:mod:`matchopt.state`; its schema,
+        method, data, encoder and ensemble are checked there by their own classes): every
+        setting and fitted attribute that :meth:`propose` uses is there, of its type and in
+        range, and the parts fit each other."""
+        check_str(self, "target")
+        names = "column names"
+        check_items(self, "features", lambda c: isinstance(c, str), names, none=True)
+        check_items(
+            self,
+            "categorical",
+            lambda c: isinstance(c, str),
+            names,
+            kinds=(tuple, list, set, frozenset, str),
+        )
+        check_str(self, "sequence", none=True)
+        check_str(self, "alphabet", none=True)
+        check_bool(self, "minimize")
+        check_type(self, "bounds", dict, none=True)
+        check_type(self, "overrides", dict, none=True)
+        entry = get_method_entry(check_str(self, "method"))
+        check_str(self, "preset", none=True)
+        check_str(self, "preset_", choices=tuple(entry.cls.presets))
+        check_int(self, "seed", 0, MAX_SEED)
+        check_int(self, "oversample", 1)
+        check_bool(self, "progress")
+        check_int(self, "threads", 1, none=True)
+        check_number(self, "min_distance", 0.0)
+        check_number(self, "diversity", 0.0)
+        check_str(self, "device", none=True)
+        if "categories" in vars(self):  # files of matchopt before --categories keep them as-is
+            check_str(self, "categories", choices=CATEGORY_CHOICES)
+        schema = check_type(self, "schema_", TableSchema)
+        method = check_type(self, "method_", entry.cls)
+        data = check_type(self, "data_", OfflineData)
+        check_str(self, "source_")
+        check_str(self, "ranking_")
+        encoder = check_type(self, "ensemble_encoder_", DesignEncoder)
+        ensemble = check_type(self, "ensemble_", GaussianEnsemble)
+        ranker = check_type(self, "ranker_", GaussianEnsemble, none=True)
+        check_type(self, "fit_quality_", dict, none=True)
+        if "n_candidates_" in vars(self):
+            check_int(self, "n_candidates_", 0)
+        if ranker is not None and ranker is not ensemble:
+            raise MatchoptError("ranker_ is another ensemble than ensemble_")
+        if ranker is None and not method.has_surrogate:
+            raise MatchoptError(f"ranker_ is None, but {type(method).__name__} cannot rank")
+        if schema.space != data.space:
+            raise MatchoptError(
+                f"schema_ describes {schema.space.describe()} but data_ holds "
+                f"{data.space.describe()}"
+            )
+        if not isinstance(getattr(method, "data_", None), OfflineData):
+            raise MatchoptError("method_ is not fitted")
+        if method.data_.space != data.space or len(method.data_) != len(data):
+            raise MatchoptError("method_ was fitted on other data than data_")
+        if encoder.space != data.space or "x_scaler_" not in vars(encoder):
+            raise MatchoptError("ensemble_encoder_ is not fitted on data_")
+        if ensemble.in_features != encoder.n_features:
+            raise MatchoptError(
+                f"ensemble_ takes {ensemble.in_features} features, its encoder gives "
+                f"{encoder.n_features}"
+            )
 
 
 class _Pool:

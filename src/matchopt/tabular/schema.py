@@ -38,6 +38,15 @@ import pandas as pd
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError, printable
+from matchopt.state_checks import (
+    check_bool,
+    check_int,
+    check_items,
+    check_number,
+    check_str,
+    check_type,
+    describe,
+)
 
 #: File suffixes read and written as CSV or Parquet.
 CSV_SUFFIXES = (".csv",)
@@ -193,6 +202,14 @@ class NumericColumn:
     scale: float
     """Population std of the observed values (1 if constant): unit of the distance column."""
 
+    def __matchopt_check__(self) -> None:
+        """Checks of a column read from a model file (:mod:`matchopt.state`)."""
+        check_str(self, "name")
+        low = check_number(self, "low")
+        check_number(self, "high", low)
+        check_bool(self, "integer")
+        check_number(self, "scale", 0.0, above=True)
+
 
 @dataclass(frozen=True)
 class CategoricalColumn:
@@ -202,6 +219,19 @@ class CategoricalColumn:
     """Column name."""
     categories: tuple
     """Observed values (sorted when they can be), one coordinate each."""
+
+    def __matchopt_check__(self) -> None:
+        """Checks of a column read from a model file (:mod:`matchopt.state`)."""
+        check_str(self, "name")
+        categories = check_items(
+            self,
+            "categories",
+            lambda v: isinstance(v, (str, bool, int, float, np.generic)),
+            "texts or numbers",
+            kinds=(tuple,),
+        )
+        if not categories or len(set(categories)) != len(categories):
+            raise MatchoptError(f"categories are {describe(categories)} with repeats or none")
 
 
 @dataclass(frozen=True)
@@ -214,6 +244,14 @@ class SequenceColumn:
     """Letters in token order (token i is ``alphabet[i]``)."""
     length: int
     """Length of every sequence."""
+
+    def __matchopt_check__(self) -> None:
+        """Checks of a column read from a model file (:mod:`matchopt.state`)."""
+        check_str(self, "name")
+        alphabet = check_str(self, "alphabet")
+        if len(alphabet) < 2 or len(set(alphabet)) != len(alphabet):
+            raise MatchoptError(f"alphabet is {describe(alphabet)}, expected 2 or more letters")
+        check_int(self, "length", 1)
 
 
 # --- The schema -----------------------------------------------------------------------------------
@@ -236,6 +274,26 @@ class TableSchema:
     """The sequence column of a sequence table, else None."""
     ignored: tuple[str, ...]
     """Columns of the table that are neither the target nor a feature."""
+
+    def __matchopt_check__(self) -> None:
+        """Checks of a schema read from a model file (:mod:`matchopt.state`; its columns are
+        checked there): numeric and categorical columns, or a sequence alone."""
+        check_str(self, "target")
+        check_bool(self, "minimize")
+        columns = check_items(
+            self,
+            "columns",
+            lambda c: isinstance(c, (NumericColumn, CategoricalColumn)),
+            "numeric and categorical columns",
+            kinds=(tuple,),
+        )
+        sequence = check_type(self, "sequence", SequenceColumn, none=True)
+        if (sequence is None) == (not columns):
+            raise MatchoptError("expected feature columns or a sequence column, and not both")
+        check_items(self, "ignored", lambda c: isinstance(c, str), "column names", kinds=(tuple,))
+        names = [*self.feature_names, self.target]
+        if len(set(names)) != len(names):
+            raise MatchoptError("a column name appears twice among the features and target")
 
     # -- construction --
 
