@@ -93,27 +93,6 @@ MAX_ENTRIES = 100_000
 MAX_BIGINT_DIGITS = 4300
 _BIGINT = re.compile(rf"-?[0-9]{{1,{MAX_BIGINT_DIGITS}}}")
 
-#: ``torch.nn`` modules checked against a fresh module of their class (see the module notes):
-#: the ones matchopt's methods use, whose constructors are cheap whatever their arguments. A
-#: module of another ``torch.nn`` class may hold no parameters or buffers of its own.
-_REBUILT_MODULES = frozenset(
-    {
-        torch.nn.Linear,
-        torch.nn.modules.linear.NonDynamicallyQuantizableLinear,
-        torch.nn.Identity,
-        torch.nn.LayerNorm,
-        torch.nn.MultiheadAttention,
-        torch.nn.Embedding,
-        torch.nn.Dropout,
-        torch.nn.LeakyReLU,
-        torch.nn.ReLU,
-        torch.nn.SiLU,
-        torch.nn.GELU,
-        torch.nn.Softplus,
-        torch.nn.Tanh,
-        torch.nn.Sigmoid,
-    }
-)
 #: Layers that keep the width of their input (for the check of a ``Sequential``).
 _SAME_WIDTH = (
     torch.nn.Identity,
@@ -125,6 +104,19 @@ _SAME_WIDTH = (
     torch.nn.Softplus,
     torch.nn.Tanh,
     torch.nn.Sigmoid,
+)
+#: ``torch.nn`` modules checked against a fresh module of their class (see the module notes):
+#: the ones matchopt's methods use, whose constructors are cheap whatever their arguments. A
+#: module of another ``torch.nn`` class may hold no parameters or buffers of its own.
+_REBUILT_MODULES = frozenset(
+    {
+        torch.nn.Linear,
+        torch.nn.modules.linear.NonDynamicallyQuantizableLinear,
+        torch.nn.LayerNorm,
+        torch.nn.MultiheadAttention,
+        torch.nn.Embedding,
+        *_SAME_WIDTH,
+    }
 )
 
 
