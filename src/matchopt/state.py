@@ -48,6 +48,7 @@ import sys
 import warnings
 import zipfile
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,20 @@ _REBUILT_MODULES = frozenset(
 
 class StateError(MatchoptError):
     """A model file that cannot be read (or an object that cannot be saved)."""
+
+
+def check_predictions(source: str, what: str, predict: Callable[[], Any], n_rows: int) -> None:
+    """The last check of objects read from a model file: ``predict()`` returns arrays of
+    ``n_rows`` predictions (several as a tuple); any failure is one :class:`StateError` naming
+    ``source`` and ``what`` failed (e.g. "its surrogates fail to predict the measured rows")."""
+    try:
+        outputs = predict()
+        for output in outputs if isinstance(outputs, tuple) else (outputs,):
+            if np.shape(output) != (n_rows,):
+                raise ValueError(f"{np.shape(output)} predictions for {n_rows} rows")
+    except Exception as err:
+        why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        raise StateError(f"{source}: not a valid matchopt model file ({what}: {why})") from None
 
 
 def _class_name(cls: type) -> str:

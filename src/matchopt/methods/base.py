@@ -240,18 +240,15 @@ class Method(ABC):
         check that its networks fit together, before any use)."""
         if not self.has_surrogate or not hasattr(self, "data_"):
             return
-        try:
-            predicted = np.asarray(self.predict(self.data_.x[:2]), dtype=np.float64)
-            if predicted.shape != (min(2, len(self.data_)),):
-                raise ValueError(f"{predicted.shape} predictions for 2 rows")
-        except Exception as err:
-            from matchopt.state import StateError
+        from matchopt.state import check_predictions
 
-            why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
-            raise StateError(
-                f"{source}: not a valid matchopt model file ({type(self).__name__} fails to "
-                f"predict its own offline rows: {why})"
-            ) from None
+        rows = self.data_.x[:2]
+        check_predictions(
+            source,
+            f"{type(self).__name__} fails to predict its own offline rows",
+            lambda: np.asarray(self.predict(rows), dtype=np.float64),
+            len(rows),
+        )
 
     # -- scikit-learn parameters (``sklearn.base.clone`` works) --
 

@@ -63,7 +63,12 @@ from matchopt.methods import RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.runtime import MAX_SEED, limit_threads, resolve_device
-from matchopt.state import StateError, load_state, read_model_file, state_bytes
+from matchopt.state import (
+    check_predictions,
+    load_state,
+    read_model_file,
+    state_bytes,
+)
 from matchopt.state_checks import (
     check_bool,
     check_int,
@@ -686,18 +691,13 @@ class TableOptimizer:
         # Files are read onto the CPU, whatever device wrote them (as Method.load).
         optimizer.device = optimizer.method_.device = "cpu"
         optimizer.method_._check_loaded(source)
-        try:
-            rows = optimizer.data_.x[:2]
-            spread = optimizer._ensemble_spread(rows)
-            predicted = optimizer._predict(rows)
-            if spread.shape != (len(rows),) or predicted.shape != (len(rows),):
-                raise ValueError(f"{predicted.shape} predictions for {len(rows)} rows")
-        except Exception as err:
-            why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
-            raise StateError(
-                f"{source}: not a valid matchopt model file (its surrogates fail to predict "
-                f"the measured rows: {why})"
-            ) from None
+        rows = optimizer.data_.x[:2]
+        check_predictions(
+            source,
+            "its surrogates fail to predict the measured rows",
+            lambda: (optimizer._ensemble_spread(rows), optimizer._predict(rows)),
+            len(rows),
+        )
         return optimizer
 
     def __matchopt_check__(self) -> None:
