@@ -398,8 +398,13 @@ def drop_column(tree, tensors):
         ),
         pytest.param(
             set_attribute("oversample", 0),
-            "oversample is 0, expected a whole number >= 1",
+            "oversample is 0, expected a whole number",
             id="oversample 0",
+        ),
+        pytest.param(
+            set_attribute("oversample", 10**9),
+            "oversample is 1000000000, expected a whole number",
+            id="oversample 10**9",
         ),
         pytest.param(
             set_attribute("min_distance", "far"),

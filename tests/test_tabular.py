@@ -893,3 +893,10 @@ def test_device_option_runs_on_the_cpu_and_is_checked_before_fitting(capsys, tmp
     assert not (tmp_path / "out.csv").exists()
     loaded = TableOptimizer.load_bytes(on_cpu.to_bytes())
     assert loaded.device == "cpu" and loaded.method_.device == "cpu"  # files load onto the CPU
+
+
+@pytest.mark.parametrize("oversample", [0, 101])
+def test_oversample_out_of_range_is_refused_before_fitting(oversample):
+    optimizer = TableOptimizer(target="y", method="random", preset="quick", oversample=oversample)
+    with pytest.raises(MatchoptError, match=f"oversample must be from 1 to 100, got {oversample}"):
+        optimizer.fit(numeric_frame())

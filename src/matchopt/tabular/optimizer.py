@@ -93,6 +93,8 @@ MODEL_KIND = "table-optimizer"
 #: Most proposals one call returns: a batch for the lab, not a sampler (10^10 designs would need
 #: hundreds of GiB before any check could run).
 MAX_PROPOSALS = 100_000
+#: Largest top-up pool, in multiples of ``n`` (a larger one only costs time and memory).
+MAX_OVERSAMPLE = 100
 #: Most proposal rounds of a method whose proposals are samples.
 MAX_ROUNDS = 3
 
@@ -343,8 +345,10 @@ class TableOptimizer:
         config = build_config(entry, self.preset_, dict(self.overrides or {}))
         if isinstance(self.oversample, bool) or not isinstance(self.oversample, int):
             raise MatchoptError(f"oversample must be a whole number, got {self.oversample!r}")
-        if self.oversample < 1:
-            raise MatchoptError(f"oversample must be at least 1, got {self.oversample}")
+        if not 1 <= self.oversample <= MAX_OVERSAMPLE:
+            raise MatchoptError(
+                f"oversample must be from 1 to {MAX_OVERSAMPLE}, got {self.oversample}"
+            )
         if self.categories not in CATEGORY_CHOICES:
             raise MatchoptError(
                 f"categories must be one of {', '.join(CATEGORY_CHOICES)}, got {self.categories!r}"
@@ -724,7 +728,7 @@ class TableOptimizer:
         check_str(self, "preset", none=True)
         check_str(self, "preset_", choices=tuple(entry.cls.presets))
         check_int(self, "seed", 0, MAX_SEED)
-        check_int(self, "oversample", 1)
+        check_int(self, "oversample", 1, MAX_OVERSAMPLE)
         check_bool(self, "progress")
         check_int(self, "threads", 1, none=True)
         check_number(self, "min_distance", 0.0)
