@@ -900,3 +900,22 @@ def test_oversample_out_of_range_is_refused_before_fitting(oversample):
     optimizer = TableOptimizer(target="y", method="random", preset="quick", oversample=oversample)
     with pytest.raises(MatchoptError, match=f"oversample must be from 1 to 100, got {oversample}"):
         optimizer.fit(numeric_frame())
+
+
+def test_a_model_file_that_fails_to_propose_is_one_error_line_naming_it(
+    tmp_path, monkeypatch, capsys
+):
+    # Layers that each pass the model-file checks but do not fit together fail only when the
+    # generator runs: one line naming the file, not a traceback.
+    path = tmp_path / "model.pt"
+    TableOptimizer(target="y", method="random", preset="quick", seed=0).fit(numeric_frame()).save(
+        path
+    )
+
+    def broken(self, n=128):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (8x3 and 5x7)")
+
+    monkeypatch.setattr(TableOptimizer, "_propose", broken)
+    code, out, err = run_cli(capsys, "propose", "--model", path, "--out", tmp_path / "p.csv")
+    assert_one_line_error(code, err, str(path), "fails to propose", "RuntimeError: mat1")
+    assert not (tmp_path / "p.csv").exists() and out == ""

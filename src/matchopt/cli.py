@@ -794,7 +794,18 @@ def cmd_propose(args: argparse.Namespace) -> int:
         optimizer.threads = check_threads(args.threads)
     fitted = f"{optimizer.method} fitted on {printable(optimizer.source_)}"  # from the file
     print(f"[{args.model}: {fitted} / seed {optimizer.seed}]", file=sys.stderr)
-    _propose_and_write(optimizer, args.n, out)
+    try:
+        _propose_and_write(optimizer, args.n, out)
+    except (MatchoptError, OSError):
+        raise
+    except Exception as err:
+        # A file that passed every check and still fails: the checks cannot see how the layers
+        # of a generator fit together (MINs, DDOM, CbAS, BONET); name the file, not a frame.
+        why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        raise MatchoptError(
+            f"{args.model}: the model in this file fails to propose ({printable(why)}); fit "
+            "and save it again with `matchopt optimize --save-model`"
+        ) from None
     return 0
 
 
