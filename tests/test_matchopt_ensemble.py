@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import matchopt.methods.matchopt as matchopt_module
+from matchopt.errors import ConfigError
 from matchopt.methods import make_method
 from matchopt.methods.matchopt import (
     fused_loss_and_gradients,
@@ -84,6 +85,27 @@ def test_ascent_path_stays_in_its_box_and_trust_region():
     path = gradient_ascent_path(score, x0, steps=50, lr=0.1, every=5, radius=0.5)
     rms = (path - x0).pow(2).mean(-1).sqrt()
     assert rms.max() <= 0.5 + 1e-6 and rms[-1].min() >= 0.5 - 1e-6
+
+
+def test_ascent_path_stays_in_the_euclidean_ball_whatever_the_dimension():
+    def score(x):
+        return x.sum(-1)
+
+    for d in (4, 400):
+        x0 = torch.zeros(3, d)
+        path = gradient_ascent_path(score, x0, steps=50, lr=0.1, every=5, radius_l2=1.5)
+        norm = (path - x0).norm(dim=-1)
+        assert norm.max() <= 1.5 + 1e-5 and norm[-1].min() >= 1.5 - 1e-5
+    # With both bounds, the smaller ball holds: RMS 0.5 at d = 4 is a Euclidean distance of 1.
+    path = gradient_ascent_path(score, torch.zeros(2, 4), 50, 0.1, radius=0.5, radius_l2=3.0)
+    assert (path.norm(dim=-1).max() - 1.0).abs() < 1e-5
+
+
+@pytest.mark.parametrize("field", ["trust_radius", "trust_radius_l2"])
+@pytest.mark.parametrize("value", ["0", "-0.5"])
+def test_a_trust_radius_must_be_positive(field, value):
+    with pytest.raises(ConfigError, match=f"{field}=.*must be > 0"):
+        make_method("matchopt-ens", "paper", {field: value})
 
 
 def test_ascent_path_ends_where_plain_adam_ascent_ends():

@@ -88,13 +88,16 @@ def gradient_ascent_path(
     low: torch.Tensor | None = None,
     high: torch.Tensor | None = None,
     radius: float | None = None,
+    radius_l2: float | None = None,
 ) -> torch.Tensor:
     """Adam ascent of ``score`` from each row of ``x0``, keeping the points along the way.
 
     The same updates as :func:`gradient_ascent` with ``optimizer="adam"``; with ``low`` and
     ``high`` (d,), every point is projected into that box after each step, and with
     ``radius``, then into the ball of that root-mean-square distance per coordinate around its
-    start (a trust region: ``||x - x0|| <= radius * sqrt(d)``).
+    start (a trust region: ``||x - x0|| <= radius * sqrt(d)``); with ``radius_l2``, then into
+    the ball of that Euclidean distance around its start (``||x - x0|| <= radius_l2``, whatever
+    the dimension).
 
     Returns:
         (m x n x d) points, detached: ``x0`` first, then the points after every ``every``
@@ -115,6 +118,10 @@ def gradient_ascent_path(
                 shift = x - x0
                 rms = shift.pow(2).mean(-1, keepdim=True).sqrt()
                 x.copy_(x0 + shift * (radius / rms.clamp_min(radius)))
+            if radius_l2 is not None:
+                shift = x - x0
+                norm = shift.norm(dim=-1, keepdim=True)
+                x.copy_(x0 + shift * (radius_l2 / norm.clamp_min(radius_l2)))
         if step % every == 0 or step == steps:
             points.append(x.detach().clone())
     return torch.stack(points)

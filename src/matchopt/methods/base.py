@@ -448,7 +448,8 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
     """Refuse values no method can run with, naming the field and its allowed range.
 
     Integer fields are counts (>= 1, or :data:`MINIMUM`); floats are finite; learning
-    rates (``lr`` and ``*_lr``), scales and step lengths (``*_scale``, ``*_step``) are > 0,
+    rates (``lr`` and ``*_lr``), scales, step lengths and trust radii (``*_scale``, ``*_step``,
+    ``trust_radius*``) are > 0,
     ``pessimism`` >= 0; widths (tuples of ints) are >= 1;
     ``validation_fraction`` is in [0, 0.5]. ``allow_zero_counts`` lowers every count's minimum
     to 0 (configs built in code, e.g. an untrained model for a test); negative counts are always
@@ -474,6 +475,8 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
                 raise ConfigError(f.name, value, "a scale must be > 0")
             if f.name.endswith("_step") and value <= 0:
                 raise ConfigError(f.name, value, "a step length must be > 0")
+            if f.name.startswith("trust_radius") and value <= 0:
+                raise ConfigError(f.name, value, "a trust radius must be > 0 (none: no bound)")
             if f.name == "pessimism" and value < 0:
                 raise ConfigError(f.name, value, "must be >= 0 (0: the ensemble mean)")
             if f.name == "validation_fraction" and not 0 <= value <= 0.5:

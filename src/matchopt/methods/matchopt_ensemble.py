@@ -81,6 +81,10 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     trust_radius: float | None = 0.5
     """Continuous designs: each path stays within this root-mean-square change per normalized
     feature of its start (projected after each step); None: no bound. Tokens use ``support``."""
+    trust_radius_l2: float | None = None
+    """Continuous designs: each path also stays within this Euclidean distance (normalized
+    features) of its start, whatever the dimension (a bound on the whole move, where
+    ``trust_radius`` bounds the move per feature); None: no bound."""
 
 
 QUICK = {
@@ -225,7 +229,9 @@ class MatchOptEnsemble(MatchOpt):
             config.search_steps,
             config.path_every,
             # Both only bound continuous designs: token searches of any value are the same.
-            None if self.data_.space.is_discrete else (config.clip_to_data, config.trust_radius),
+            None
+            if self.data_.space.is_discrete
+            else (config.clip_to_data, config.trust_radius, config.trust_radius_l2),
         )
         cached = self.__dict__.get("_candidate_cache")
         if cached is not None and cached[0] == key:
@@ -233,9 +239,9 @@ class MatchOptEnsemble(MatchOpt):
         starts = self._search_starts(n_starts, "topk")
         device = self._model_device()
         lr = config.search_step / math.sqrt(starts.shape[1])
-        low = high = radius = None
+        low = high = radius = radius_l2 = None
         if not self.data_.space.is_discrete:
-            radius = config.trust_radius
+            radius, radius_l2 = config.trust_radius, config.trust_radius_l2
             if config.clip_to_data:
                 features = torch.from_numpy(self.encoder_.encode_x(self.data_.x)).to(device)
                 low, high = features.min(0).values, features.max(0).values
@@ -248,6 +254,7 @@ class MatchOptEnsemble(MatchOpt):
             low=low,
             high=high,
             radius=radius,
+            radius_l2=radius_l2,
         )  # checkpoints x paths x d, the starts first
         n_points, n_paths, d = path.shape
         designs = self.encoder_.decode_x(path.reshape(-1, d).cpu().numpy())
