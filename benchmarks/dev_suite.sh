@@ -6,7 +6,8 @@
 #
 #   bash benchmarks/dev_suite.sh            # both lanes, then the report
 #   LANE=candidates bash benchmarks/dev_suite.sh   # one lane only (candidates |
-#                                                  # hopper-candidates | baselines)
+#                                                  # hopper-candidates | baselines |
+#                                                  # round3 | round3-hopper)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -60,10 +61,28 @@ baselines() {
         --seeds 0,1,2 --out "$OUT/hopper" --threads 1 --workers 1
 }
 
+round3() {
+    # Round 3's candidate (docs/suite.md) with round 2's seeds: the continuous tasks first (the
+    # trust region only bounds continuous searches), then the token tasks.
+    $MATCHOPT bench --tasks styblinski-tang,hartmann6,rosenbrock20,levy40 \
+        --methods matchopt-ens-l2 --seeds 0,1,2 --out "$OUT/candidates-r3" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts,ehrlich-4x16,ehrlich-4x32,ehrlich-20x64 \
+        --methods matchopt-ens-l2 --seeds 0,1,2 --out "$OUT/candidates-r3" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods matchopt-ens-l2 \
+        --seeds 3 --out "$OUT/candidates-r3" --threads 1 --workers 1
+}
+
+round3_hopper() {
+    $MATCHOPT bench --tasks hopper-local --methods matchopt-ens-l2 --seeds 0,1,2 \
+        --out "$OUT/candidates-r3-hopper" --threads 1 --workers 1
+}
+
 case "$LANE" in
     candidates) candidates ;;
     hopper-candidates) hopper_candidates ;;
     baselines) baselines ;;
+    round3) round3 ;;
+    round3-hopper) round3_hopper ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -71,9 +90,13 @@ case "$LANE" in
         wait "$first" || status=$?
         [ "${status:-0}" -eq 0 ] || { echo "a lane failed: see $LOG_DIR/dev-*.log" >&2; exit 1; }
         ;;
-    *) echo "LANE must be candidates, hopper-candidates, baselines or both, not $LANE" >&2; exit 2 ;;
+    *)
+        echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper or both," \
+            "not $LANE" >&2
+        exit 2
+        ;;
 esac
 
-$MATCHOPT report "$OUT" --methods "matchopt-ens,matchopt-ens-rank,$COMPARED_BASELINES" \
+$MATCHOPT report "$OUT" --methods "matchopt-ens,matchopt-ens-rank,matchopt-ens-l2,$COMPARED_BASELINES" \
     --plots "$OUT-figures" > "$OUT-report.md"
 echo "report: $OUT-report.md, figures in $OUT-figures"

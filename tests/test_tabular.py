@@ -436,16 +436,23 @@ def test_constant_target(capsys, csv_file):
 def test_too_few_rows_for_the_method_says_how_many(capsys, tmp_path):
     path = tmp_path / "data.csv"
     numeric_frame(n=50).to_csv(path, index=False)
+    out = tmp_path / "o.csv"
     code, _, err = run_cli(
-        capsys, "optimize", path, "--target", "y", "--out", tmp_path / "o.csv"
+        capsys, "optimize", path, "--target", "y", "--method", "matchopt", "--out", out
     )  # matchopt, validated preset: 128 training rows (trajectory_length) + 10% held out
     assert_one_line_error(
         code, err, "preset validated", "needs at least 142 rows", "has 50", "validation_fraction"
     )
     code, _, err = run_cli(
-        capsys, "optimize", path, "--target", "y", "--preset", "paper", "--out", tmp_path / "o.csv"
-    )
+        capsys, "optimize", path, "--target", "y", "--method", "matchopt", "--preset", "paper",
+        "--out", out,
+    )  # fmt: skip
     assert_one_line_error(code, err, "needs at least 128 rows", "has 50", "trajectory_length")
+    # The default method (matchopt-ens, paper preset): one row per rank bucket.
+    code, _, err = run_cli(capsys, "optimize", path, "--target", "y", "--out", out)
+    assert_one_line_error(
+        code, err, "matchopt-ens (preset paper)", "needs at least 128 rows", "trajectory_length"
+    )
 
 
 def test_min_rows_is_part_of_every_methods_contract():
@@ -797,8 +804,9 @@ def test_proposals_carry_an_ensemble_spread_and_the_fit_is_measured_on_held_out_
     assert "80%" in quality["what"]
     # MATCH-OPT with validation reports its own held-out rows (no second fit).
     validated = TableOptimizer(
-        target="y", preset="validated-quick", overrides={"trajectory_length": 8}, seed=0
-    ).fit(numeric_frame(80))
+        target="y", method="matchopt", preset="validated-quick",
+        overrides={"trajectory_length": 8}, seed=0,
+    ).fit(numeric_frame(80))  # fmt: skip
     assert "own held-out rows" in validated.fit_quality_["what"]
     assert validated.fit_quality_["n_test"] == len(validated.method_.validator_.y)
 
