@@ -164,6 +164,34 @@ def test_members_differ_and_predict_is_their_mean():
     np.testing.assert_allclose(method.predict(data.x[:5]), method.encoder_.decode_y(mean))
 
 
+@pytest.mark.parametrize("task", ["potts", "styblinski-tang"])
+def test_the_euclidean_bound_changes_nothing_where_it_never_binds(task):
+    # Tokens are not bounded; at d = 10 the RMS ball of 0.5 (Euclidean 1.58) lies inside 4.
+    data = load_task(task).offline
+    plain = make_method("matchopt-ens", "quick", SMALL, seed=1).fit(data)
+    bounded = make_method("matchopt-ens-l2", "quick", SMALL, seed=1).fit(data)
+    assert bounded.config_.trust_radius_l2 == 4.0
+    np.testing.assert_array_equal(bounded.propose(16), plain.propose(16))
+
+
+def test_the_euclidean_bound_holds_each_design_near_its_start_in_high_dimension():
+    from matchopt.data import DesignSpace, OfflineData
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 200)).astype(np.float32)
+    data = OfflineData(x, x[:, :5].sum(1), DesignSpace.continuous(200))
+    bounded = make_method("matchopt-ens-l2", "quick", SMALL | {"n_starts": 16}, seed=0).fit(data)
+    designs = bounded.propose(16)
+    features = bounded.encoder_.encode_x(designs)
+    offline = bounded.encoder_.encode_x(data.x)
+    nearest = np.sqrt(((features[:, None] - offline[None]) ** 2).sum(-1)).min(1)
+    assert nearest.max() <= 4.0 + 1e-4
+    # The per-feature bound alone lets them go about 0.5 * sqrt(200) = 7.1 away.
+    free = make_method("matchopt-ens", "quick", SMALL | {"n_starts": 16}, seed=0).fit(data)
+    features = free.encoder_.encode_x(free.propose(16))
+    assert np.sqrt(((features[:, None] - offline[None]) ** 2).sum(-1)).min(1).max() > 5.0
+
+
 def test_the_ranking_variant_trains_other_members():
     data = load_task("potts").offline
     plain = make_method("matchopt-ens", "quick", SMALL, seed=0).fit(data)

@@ -119,9 +119,12 @@ def gradient_ascent_path(
                 rms = shift.pow(2).mean(-1, keepdim=True).sqrt()
                 x.copy_(x0 + shift * (radius / rms.clamp_min(radius)))
             if radius_l2 is not None:
+                # Only points outside the ball move, so that a bound that never binds changes
+                # nothing, not even by rounding.
                 shift = x - x0
                 norm = shift.norm(dim=-1, keepdim=True)
-                x.copy_(x0 + shift * (radius_l2 / norm.clamp_min(radius_l2)))
+                outside = norm > radius_l2
+                x.copy_(torch.where(outside, x0 + shift * (radius_l2 / norm), x))
         if step % every == 0 or step == steps:
             points.append(x.detach().clone())
     return torch.stack(points)

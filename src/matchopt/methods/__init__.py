@@ -41,6 +41,12 @@ METHODS: dict[str, MethodEntry] = {
         "MATCH-OPT ensemble with a ListNet ranking term in every member's loss",
         {"rank_weight": 1.0},
     ),
+    "matchopt-ens-l2": MethodEntry(
+        MatchOptEnsemble,
+        "MATCH-OPT ensemble whose search paths also stay within Euclidean distance 4 of their "
+        "starts (development suite, round 3)",
+        {"trust_radius_l2": 4.0},
+    ),
     "coms": MethodEntry(Coms, "COMs: conservative objective model + gradient ascent"),
     "bdi": MethodEntry(BDI, "BDI: bidirectional NTK losses minimized from the top designs"),
     "roma": MethodEntry(Roma, "RoMA: robust warm-up + search with model adaptation"),
