@@ -356,3 +356,27 @@ def test_an_ensemble_killed_between_members_resumes_at_the_next_member(tmp_path,
     assert report["shared_ensemble"]["resumed_members"] == 2
     assert report["shared_ensemble"]["earlier_seconds"] > 0  # the killed sitting's members
     np.testing.assert_array_equal(designs, _designs("ens-mean", task)[0])
+
+
+def test_loss_total_is_the_python_float_sum_bit_for_bit():
+    from matchopt.models import LossTotal
+
+    rng = np.random.default_rng(0)
+    losses = torch.from_numpy(rng.lognormal(size=500).astype(np.float32))
+    counts = rng.integers(1, 257, size=500)
+    expected, total = 0.0, LossTotal()
+    for loss, count in zip(losses, counts):
+        expected += loss.item() * int(count)
+        total.add(loss, int(count))
+    assert total.value() == expected
+    # Nested (BONET's micro-batches): a batch's total added as it stands.
+    expected_outer, outer = 0.0, LossTotal()
+    for start in range(0, 500, 50):
+        inner_sum, inner = 0.0, LossTotal()
+        for loss, count in zip(losses[start : start + 50], counts[start : start + 50]):
+            inner_sum += loss.item() * int(count)
+            inner.add(loss, int(count))
+        expected_outer += inner_sum
+        outer.add(inner)
+    assert outer.value() == expected_outer
+    assert LossTotal().value() == 0.0

@@ -80,7 +80,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
-from matchopt.models import adam
+from matchopt.models import LossTotal, adam
 from matchopt.runtime import cuda_indices, seeded_torch_rng
 
 
@@ -493,11 +493,11 @@ class BONET(Method):
             )
             for epoch in bar:
                 order = torch.from_numpy(windows[rng.permutation(len(windows))]).to(device)
-                total = 0.0
+                total = LossTotal()
                 for begin in range(0, len(order), config.batch_size):
                     batch = order[begin : begin + config.batch_size]
                     optimizer.zero_grad()
-                    batch_loss = 0.0
+                    batch_loss = LossTotal()
                     for part in batch.split(config.micro_batch or len(batch)):
                         trajectory, start = part.unbind(1)
                         steps = start[:, None] + offsets  # (B x context) trajectory steps
@@ -514,11 +514,11 @@ class BONET(Method):
                         # The loss is a mean over the part: weighted by its share of the batch,
                         # the parts' gradients add up to the whole batch's.
                         (loss * (len(part) / len(batch))).backward()
-                        batch_loss += loss.item() * len(part)
+                        batch_loss.add(loss, len(part))
                     nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                     optimizer.step()
-                    total += batch_loss
-                self.losses_.append(total / len(order))
+                    total.add(batch_loss)
+                self.losses_.append(total.value() / len(order))
                 bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
                 snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
             bar.close()

@@ -46,7 +46,7 @@ from matchopt.checkpoints import LoopSnapshots, state_problem
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
-from matchopt.models import adam, mlp_layers
+from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.runtime import seeded_torch_rng
 from matchopt.search import gradient_ascent
 
@@ -211,7 +211,7 @@ class Coms(Method):
         )
         for epoch in bar:
             order = torch.randperm(len(features), generator=generator).to(device)
-            total = 0.0
+            total = LossTotal()
             for start in range(0, len(order), config.batch_size):
                 batch = order[start : start + config.batch_size]
                 x, y = features[batch], scores[batch]
@@ -224,14 +224,15 @@ class Coms(Method):
                 (model_loss + alpha_loss).backward()
                 optimizer.step()
                 alpha_optimizer.step()
-                total += model_loss.item() * len(batch)
-            self.losses_.append(total / len(order))
-            bar.set_postfix(
-                loss=f"{self.losses_[-1]:.4f}",
-                alpha=f"{log_alpha.exp().item():.3f}",
-                over=f"{overestimation.item():.3f}",
-                refresh=False,
-            )
+                total.add(model_loss, len(batch))
+            self.losses_.append(total.value() / len(order))
+            if self.progress:  # reading alpha and the overestimation waits on the device
+                bar.set_postfix(
+                    loss=f"{self.losses_[-1]:.4f}",
+                    alpha=f"{log_alpha.exp().item():.3f}",
+                    over=f"{overestimation.item():.3f}",
+                    refresh=False,
+                )
             snapshots.save(
                 epoch + 1,
                 config.epochs,

@@ -60,7 +60,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
-from matchopt.models import adam, mlp_layers
+from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.runtime import seeded_torch_rng
 from matchopt.weighting import adaptive_temperature, score_bin_weights
 
@@ -318,7 +318,7 @@ class Ddom(Method):
             leave=False,
         )
         for epoch in bar:
-            total = 0.0
+            total = LossTotal()
             for batch in torch.randperm(len(features), generator=noise).split(config.batch_size):
                 keep = torch.rand(len(batch), generator=noise) > config.label_dropout
                 t = torch.rand(len(batch), generator=noise) * config.horizon
@@ -329,8 +329,8 @@ class Ddom(Method):
                 loss = denoising_loss(net, sde, x0, y * keep, w, t, eps)
                 loss.backward()
                 optimizer.step()
-                total += loss.item() * len(batch)
-            self.losses_.append(total / len(features))
+                total.add(loss, len(batch))
+            self.losses_.append(total.value() / len(features))
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
             snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
         bar.close()

@@ -57,7 +57,7 @@ from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
-from matchopt.models import adam
+from matchopt.models import LossTotal, adam
 from matchopt.models.sampling import gumbel_noise
 from matchopt.runtime import seeded_torch_rng
 from matchopt.weighting import score_bin_weights
@@ -317,7 +317,7 @@ class Mins(Method):
         for epoch in bar:
             tau = float(temperatures[epoch])
             order = torch.randperm(len(features), generator=noise).to(device)
-            total = 0.0
+            total = LossTotal()
             for step, batch in enumerate(order.split(config.batch_size)):
                 x_real = self._relax_real(features[batch], tau, noise)
                 y, w = scores[batch], weights[batch]
@@ -328,7 +328,7 @@ class Mins(Method):
                 loss = critic_loss(self.critic_, x_real, x_fake, y, w, config.penalty_weight, noise)
                 loss.backward()
                 d_opt.step()
-                total += loss.item() * len(batch)
+                total.add(loss, len(batch))
                 if step % config.critic_steps == 0:
                     self.critic_.requires_grad_(False)
                     g_opt.zero_grad()
@@ -336,7 +336,7 @@ class Mins(Method):
                     generator_loss(self.critic_, self._generate(z, y, tau, noise), y, w).backward()
                     g_opt.step()
                     self.critic_.requires_grad_(True)
-            self.losses_.append(total / len(features))
+            self.losses_.append(total.value() / len(features))
             bar.set_postfix(critic_loss=f"{self.losses_[-1]:.4f}", refresh=False)
             snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
         bar.close()

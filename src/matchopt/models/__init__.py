@@ -8,9 +8,10 @@ from matchopt.models.gaussian import (
     fit_gaussian,
 )
 from matchopt.models.mlp import MLP, mlp_layers
-from matchopt.models.optim import adam
+from matchopt.models.optim import LossTotal, adam
 
 __all__ = [
+    "LossTotal",
     "MLP",
     "adam",
     "EnsembleConfig",

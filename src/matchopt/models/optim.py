@@ -1,4 +1,5 @@
-"""The optimizer every trained network here uses: Adam (or AdamW) with torch's fused kernel.
+"""The optimizer every trained network here uses: Adam (or AdamW) with torch's fused kernel;
+and :class:`LossTotal`, the epoch's running loss that never makes a step wait on the device.
 
 The fused kernel updates all parameters in one pass instead of foreach's chain of list
 operations; the update is Adam's, equal to the foreach one up to float rounding
@@ -33,3 +34,31 @@ def adam(
     if fused:
         options["fused"] = True
     return kind(params, **options)
+
+
+class LossTotal:
+    """A sum of batch losses, each times its row count, kept on the losses' device.
+
+    ``total += loss.item() * count`` after every step makes the host wait for the device (a
+    sync per step: on a GPU, small networks then spend their time waiting). This keeps the sum
+    as a float64 tensor where the losses are and reads it once (:meth:`value`, at an epoch's
+    end). It adds in the same order and precision as that Python float sum (float64 products of
+    float32 losses), so :meth:`value` is that sum, bit for bit.
+    """
+
+    def __init__(self) -> None:
+        self._sum: torch.Tensor | None = None
+
+    def add(self, loss: torch.Tensor | LossTotal, count: int = 1) -> None:
+        """Add ``loss * count`` (a scalar tensor), or another total as it stands."""
+        if isinstance(loss, LossTotal):
+            term = loss._sum
+            if term is None:
+                term = torch.zeros((), dtype=torch.float64)
+        else:
+            term = loss.detach().double() * count
+        self._sum = term if self._sum is None else self._sum + term
+
+    def value(self) -> float:
+        """The sum as a Python float (0.0 when nothing was added): one read of the device."""
+        return 0.0 if self._sum is None else float(self._sum.item())
