@@ -319,11 +319,17 @@ class Ddom(Method):
         )
         for epoch in bar:
             total = LossTotal()
+            # The epoch's draws, in the order the steps use them, moved to the device at once
+            # (one copy per epoch, not four per step).
+            draws = []
             for batch in torch.randperm(len(features), generator=noise).split(config.batch_size):
                 keep = torch.rand(len(batch), generator=noise) > config.label_dropout
                 t = torch.rand(len(batch), generator=noise) * config.horizon
                 eps = torch.randn((len(batch), features.shape[1]), generator=noise)
-                batch, keep, t, eps = (v.to(device) for v in (batch, keep, t, eps))
+                draws.append((batch, keep, t, eps))
+            moved = [torch.cat(parts).to(device) for parts in zip(*draws)]
+            sizes = [len(batch) for batch, *_ in draws]
+            for batch, keep, t, eps in zip(*(part.split(sizes) for part in moved)):
                 x0, y, w = features[batch], scores[batch], weights[batch]
                 optimizer.zero_grad()
                 loss = denoising_loss(net, sde, x0, y * keep, w, t, eps)
