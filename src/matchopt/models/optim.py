@@ -52,9 +52,9 @@ class LossTotal:
     def add(self, loss: torch.Tensor | LossTotal, count: int = 1) -> None:
         """Add ``loss * count`` (a scalar tensor), or another total as it stands."""
         if isinstance(loss, LossTotal):
+            if loss._sum is None:  # an empty total adds nothing
+                return
             term = loss._sum
-            if term is None:
-                term = torch.zeros((), dtype=torch.float64)
         else:
             term = loss.detach().double() * count
         self._sum = term if self._sum is None else self._sum + term
