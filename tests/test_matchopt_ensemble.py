@@ -101,10 +101,19 @@ def test_ascent_path_stays_in_the_euclidean_ball_whatever_the_dimension():
     assert (path.norm(dim=-1).max() - 1.0).abs() < 1e-5
 
 
-@pytest.mark.parametrize("field", ["trust_radius", "trust_radius_l2"])
+@pytest.mark.parametrize("field", ["trust_radius", "trust_radius_l2", "bold_trust_radius"])
 @pytest.mark.parametrize("value", ["0", "-0.5"])
 def test_a_trust_radius_must_be_positive(field, value):
     with pytest.raises(ConfigError, match=f"{field}=.*must be > 0"):
+        make_method("matchopt-ens", "paper", {field: value})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("bold_pessimism", "-1", "must be >= 0"), ("bold_designs", "-1", "integer >= 0")],
+)
+def test_the_portfolio_refuses_negative_values(field, value, message):
+    with pytest.raises(ConfigError, match=f"{field}=.*{message}"):
         make_method("matchopt-ens", "paper", {field: value})
 
 
@@ -172,6 +181,26 @@ def test_the_euclidean_bound_changes_nothing_where_it_never_binds(task):
     bounded = make_method("matchopt-ens-l2", "quick", SMALL, seed=1).fit(data)
     assert bounded.config_.trust_radius_l2 == 4.0
     np.testing.assert_array_equal(bounded.propose(16), plain.propose(16))
+
+
+@pytest.mark.parametrize("task", ["potts", "styblinski-tang"])
+def test_a_portfolio_adds_the_bolder_searchs_best_new_designs(task):
+    data = load_task(task).offline
+    method = make_method("matchopt-ens", "quick", SMALL, seed=1).fit(data)
+    cautious = method.propose(24)
+    method.set_params(config__pessimism=0.0, config__trust_radius=None)
+    bold = method.propose(24)
+    method.set_params(config__pessimism=1.0, config__trust_radius=0.5, config__bold_designs=8)
+    portfolio = method.propose(32)
+    assert len(portfolio) == 32
+    # The cautious search's own 24 designs first, then 8 of the bolder one's, all new.
+    np.testing.assert_array_equal(portfolio[:24], cautious)
+    rows = [row.tobytes() for row in np.ascontiguousarray(portfolio)]
+    assert len(set(rows)) == 32
+    offline = {row.tobytes() for row in np.ascontiguousarray(data.x.astype(portfolio.dtype))}
+    assert not set(rows) & offline
+    kept = [row for row in bold if row.tobytes() not in set(rows[:24])]
+    np.testing.assert_array_equal(portfolio[24:], np.array(kept[:8]))
 
 
 def test_the_euclidean_bound_holds_each_design_near_its_start_in_high_dimension():

@@ -440,8 +440,14 @@ def _convert(value: Any, hint: Any, key: str) -> Any:
 
 
 #: Smallest value of count fields other than 1: no search steps, no warm-up, a linear NTK
-#: (depth 0) are allowed; a trajectory needs two points to hold a pair.
-MINIMUM = {"search_steps": 0, "warmup_epochs": 0, "depth": 0, "trajectory_length": 2}
+#: (depth 0) and no bolder designs are allowed; a trajectory needs two points to hold a pair.
+MINIMUM = {
+    "search_steps": 0,
+    "warmup_epochs": 0,
+    "depth": 0,
+    "trajectory_length": 2,
+    "bold_designs": 0,
+}
 
 
 def check_config(config: Any, allow_zero_counts: bool = False) -> None:
@@ -449,8 +455,8 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
 
     Integer fields are counts (>= 1, or :data:`MINIMUM`); floats are finite; learning
     rates (``lr`` and ``*_lr``), scales, step lengths and trust radii (``*_scale``, ``*_step``,
-    ``trust_radius*``) are > 0,
-    ``pessimism`` >= 0; widths (tuples of ints) are >= 1;
+    ``*trust_radius*``) are > 0,
+    ``*pessimism`` >= 0; widths (tuples of ints) are >= 1;
     ``validation_fraction`` is in [0, 0.5]. ``allow_zero_counts`` lowers every count's minimum
     to 0 (configs built in code, e.g. an untrained model for a test); negative counts are always
     refused.
@@ -475,9 +481,9 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
                 raise ConfigError(f.name, value, "a scale must be > 0")
             if f.name.endswith("_step") and value <= 0:
                 raise ConfigError(f.name, value, "a step length must be > 0")
-            if f.name.startswith("trust_radius") and value <= 0:
+            if "trust_radius" in f.name and value <= 0:
                 raise ConfigError(f.name, value, "a trust radius must be > 0 (none: no bound)")
-            if f.name == "pessimism" and value < 0:
+            if f.name.endswith("pessimism") and value < 0:
                 raise ConfigError(f.name, value, "must be >= 0 (0: the ensemble mean)")
             if f.name == "validation_fraction" and not 0 <= value <= 0.5:
                 raise ConfigError(f.name, value, "must be in [0, 0.5]")

@@ -24,6 +24,9 @@ top to bottom:
    feature) of their start; token designs may only hold pairs of neighbouring tokens seen in
    offline rows above the minimum score (``support="pairs"``: a feasibility prior for sequences
    whose infeasible rows score the minimum, as the Ehrlich functions').
+5. **Portfolio** (``bold_designs``, off by default): that many of the designs come from a
+   second search with less pessimism and a wider per-feature trust region, selected the same
+   way among designs not taken yet; the cautious search gives the others.
 
 Nothing here reads an oracle. The search defaults were chosen on the development suite
 (docs/suite.md, round 1).
@@ -85,6 +88,13 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """Continuous designs: each path also stays within this Euclidean distance (normalized
     features) of its start, whatever the dimension (a bound on the whole move, where
     ``trust_radius`` bounds the move per feature); None: no bound."""
+    bold_designs: int = 0
+    """How many of the designs come from a second, bolder search (a portfolio: the others
+    come from the search above); 0: none."""
+    bold_pessimism: float = 0.0
+    """The bolder search's ``pessimism``."""
+    bold_trust_radius: float | None = None
+    """The bolder search's ``trust_radius`` (``trust_radius_l2`` and the box are kept)."""
 
 
 QUICK = {
@@ -187,66 +197,89 @@ class MatchOptEnsemble(MatchOpt):
         """Every member's prediction (n_models x n) of normalized features ``x`` (n x d)."""
         return torch.stack([model(x) for model in self.models_])
 
-    def pessimistic_score(self, x: torch.Tensor) -> torch.Tensor:
-        """``mean - pessimism * std`` over members (n,), differentiable in ``x``."""
+    def pessimistic_score(self, x: torch.Tensor, pessimism: float | None = None) -> torch.Tensor:
+        """``mean - pessimism * std`` over members (n,), differentiable in ``x`` (``pessimism``:
+        the config's when None)."""
+        pessimism = self.config_.pessimism if pessimism is None else pessimism
         values = self.member_values(x)
         score = values.mean(0)
-        if self.config_.pessimism and len(self.models_) > 1:
-            score = score - self.config_.pessimism * values.std(0, correction=0)
+        if pessimism and len(self.models_) > 1:
+            score = score - pessimism * values.std(0, correction=0)
         return score
 
     # -- search ---------------------------------------------------------------------------------
 
     def propose(self, n: int = 128) -> np.ndarray:
-        """``n`` designs: pessimistic ascent from the best rows, each path's best candidate."""
+        """``n`` designs: pessimistic ascent from the best rows, each path's best candidate;
+        ``bold_designs`` of them from the bolder search (module notes, 5)."""
         self._check_fitted()
         config = self.config_
-        designs, scores, n_paths = self._candidates(n)
-        if config.support == "pairs" and self.data_.space.is_discrete:
+        offline = self.data_.x.reshape(len(self.data_), -1)
+        n_bold = min(config.bold_designs, n - 1)
+        designs = self._select(n - n_bold, offline, config.pessimism, config.trust_radius)
+        if n_bold:
+            taken = np.concatenate([offline, designs.reshape(len(designs), -1)])
+            bold = self._select(n_bold, taken, config.bold_pessimism, config.bold_trust_radius)
+            designs = np.concatenate([designs, bold])
+        return designs
+
+    def _select(
+        self, n: int, excluded: np.ndarray, pessimism: float, trust_radius: float | None
+    ) -> np.ndarray:
+        """``n`` designs of one search (:func:`select_per_path`), none among ``excluded``."""
+        designs, scores, n_paths = self._candidates(n, pessimism, trust_radius)
+        if self.config_.support == "pairs" and self.data_.space.is_discrete:
             scores = np.where(self._pairs_seen(designs), scores, -np.inf)
         picked = select_per_path(
             designs.reshape(len(designs), -1),
             scores,
             np.tile(np.arange(n_paths), len(designs) // n_paths),
-            self.data_.x.reshape(len(self.data_), -1),
+            excluded,
             n,
         )
         return designs[picked]
 
-    def _candidates(self, n: int) -> tuple[np.ndarray, np.ndarray, int]:
-        """Every path's candidates (checkpoint-major), their pessimistic scores as proposed,
-        and the number of paths.
+    def _candidates(
+        self, n: int, pessimism: float, trust_radius: float | None
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """Every path's candidates (checkpoint-major), their scores as proposed, and the number
+        of paths, of the search with this ``pessimism`` and per-feature ``trust_radius``.
 
-        Kept for the last search settings, so that selections with another ``support`` (a
-        study's grid) do not search again; ``fit`` forgets them.
+        The last two searches are kept (a portfolio's two), so that selections with another
+        ``support`` (a study's grid) do not search again; ``fit`` forgets them.
         """
         config = self.config_
         n_starts = min(max(config.n_starts, n), len(self.data_))
         key = (
             n_starts,
-            config.pessimism,
+            pessimism,
             config.search_step,
             config.search_steps,
             config.path_every,
             # Both only bound continuous designs: token searches of any value are the same.
             None
             if self.data_.space.is_discrete
-            else (config.clip_to_data, config.trust_radius, config.trust_radius_l2),
+            else (config.clip_to_data, trust_radius, config.trust_radius_l2),
         )
-        cached = self.__dict__.get("_candidate_cache")
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        cache = self.__dict__.setdefault("_candidate_cache", {})
+        if key in cache:
+            cache[key] = cache.pop(key)  # now the most recently used
+            return cache[key]
         starts = self._search_starts(n_starts, "topk")
         device = self._model_device()
         lr = config.search_step / math.sqrt(starts.shape[1])
         low = high = radius = radius_l2 = None
         if not self.data_.space.is_discrete:
-            radius, radius_l2 = config.trust_radius, config.trust_radius_l2
+            radius, radius_l2 = trust_radius, config.trust_radius_l2
             if config.clip_to_data:
                 features = torch.from_numpy(self.encoder_.encode_x(self.data_.x)).to(device)
                 low, high = features.min(0).values, features.max(0).values
+
+        def score(x: torch.Tensor) -> torch.Tensor:
+            return self.pessimistic_score(x, pessimism)
+
         path = gradient_ascent_path(
-            self.pessimistic_score,
+            score,
             torch.from_numpy(starts).to(device),
             config.search_steps,
             lr,
@@ -260,9 +293,11 @@ class MatchOptEnsemble(MatchOpt):
         designs = self.encoder_.decode_x(path.reshape(-1, d).cpu().numpy())
         with torch.no_grad():  # score designs as proposed (tokens: decoded, then encoded)
             as_proposed = torch.from_numpy(self.encoder_.encode_x(designs)).to(device)
-            scores = self.pessimistic_score(as_proposed).cpu().numpy()
-        self._candidate_cache = (key, (designs, scores, n_paths))
-        return designs, scores, n_paths
+            scores = score(as_proposed).cpu().numpy()
+        if len(cache) == 2:  # drop the least recently used
+            del cache[next(iter(cache))]
+        cache[key] = (designs, scores, n_paths)
+        return cache[key]
 
     def _pairs_seen(self, designs: np.ndarray) -> np.ndarray:
         """Whether every pair of neighbouring tokens of each design (n,) occurs in an offline
