@@ -97,6 +97,6 @@ case "$LANE" in
         ;;
 esac
 
-$MATCHOPT report "$OUT" --methods "matchopt-ens,matchopt-ens-rank,matchopt-ens-l2,$COMPARED_BASELINES" \
+$MATCHOPT report "$OUT" --methods "matchopt-ens-l2,matchopt-ens,matchopt-ens-rank,$COMPARED_BASELINES" \
     --plots "$OUT-figures" > "$OUT-report.md"
 echo "report: $OUT-report.md, figures in $OUT-figures"
