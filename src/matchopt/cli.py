@@ -3,7 +3,8 @@
     matchopt run [--task T] [--method M] [--seeds 0,1,2,3] [--preset paper|quick]
                  [--data-dir D] [--out DIR] [--set key=value ...] [--json]
     matchopt bench --tasks T1,T2 | --suite S --methods M1,M2 --seeds 0,1,2,3 --out DIR [--preset P]
-                   [--backend local|ray] [--workers N] [--ray-address ADDR] [--set key=value ...]
+                   [--backend local|ray] [--workers N] [--ray-address ADDR] [--batch-seeds]
+                   [--set key=value ...]
     matchopt report DIR [--percentiles 100,50] [--format md|latex|csv] [--plots DIR]
     matchopt study gradient-error [--out DIR] [--seed S] [--epochs E] ...
     matchopt study checkpoint-selection --task T[,T2] --seeds 0,1 --every K [--split random|top]
@@ -152,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=None, help="cells run at once (default: one per core)"
     )
     p_bench.add_argument("--ray-address", default=None, help="Ray cluster (default: start one)")
+    p_bench.add_argument(
+        "--batch-seeds",
+        action="store_true",
+        help="train the seeds of a method that can (ddom) as one batch: one step for all "
+        "seeds (for GPUs; the same records up to float round-off)",
+    )
     p_bench.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
     p_bench.add_argument(
         "--download", action="store_true", help="fetch missing design-bench files first"
@@ -240,7 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="one training per task and seed, searched with a grid of settings (oracle-scored)",
     )
     p_settings.add_argument(
-        "--method", default="matchopt-ens", help="method name (default matchopt-ens)"
+        "--method",
+        default=RECOMMENDED_METHOD,
+        help=f"method name (default {RECOMMENDED_METHOD}, the recommended one)",
     )
     p_settings.add_argument(
         "--grid",
@@ -395,6 +404,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         ray_address=args.ray_address,
         threads=args.threads,
+        batch_seeds=args.batch_seeds,
     )
     print(summary.text())
     if summary.interrupted:

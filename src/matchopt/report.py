@@ -496,13 +496,20 @@ def shared_ensemble_cells(records: Sequence[RunRecord]) -> set[tuple[str, str]]:
     }
 
 
+def seed_batch_cells(records: Sequence[RunRecord]) -> set[tuple[str, str]]:
+    """(task, method) cells with a run trained in a batch of seeds (``matchopt bench
+    --batch-seeds``): its fit seconds are its share of the batch's."""
+    return {(r.task, r.method) for r in records if r.extra.get("seed_batch")}
+
+
 def _runtime_table(
     style: _Style,
     runtime: pd.DataFrame,
     devices: dict[tuple[str, str], str] | None = None,
     shared: set[tuple[str, str]] | None = None,
+    batched: set[tuple[str, str]] | None = None,
 ) -> str:
-    devices, shared = devices or {}, shared or set()
+    devices, shared, batched = devices or {}, shared or set(), batched or set()
     means = runtime.pivot(index="method", columns="task", values="mean")
     counts = runtime.pivot(index="method", columns="task", values="n_seeds")
     means, counts = means.sort_index().sort_index(axis=1), counts.sort_index().sort_index(axis=1)
@@ -522,6 +529,8 @@ def _runtime_table(
                 text += " " + style.name(f"({devices[task, method]})")
             if (task, method) in shared:
                 text += " " + style.name("(shared ensemble)")
+            if (task, method) in batched:
+                text += " " + style.name("(seeds batched)")
             row.append(text)
         rows.append(row)
     header = ["Method"] + [style.name(t) for t in means.columns]
@@ -530,7 +539,8 @@ def _runtime_table(
         f"Seconds measured where each run ran: on CPUs (threads and load in each record), or "
         f"on the GPU named in parentheses; {usual} seeds per cell unless marked. (shared "
         "ensemble): the runs read an ensemble another cell of the grid trained (e.g. GA and "
-        "Ens-Min from Ens-Mean's), so their seconds leave its training out."
+        "Ens-Min from Ens-Mean's), so their seconds leave its training out. (seeds "
+        "batched): seeds trained together in one batched loop; each counts its share."
     )
     return style.table(title, header, rows, notes)
 
@@ -738,7 +748,13 @@ def write_report(
     parts.append(_ablation_table(style, summary, qs))
     if runtime:
         parts.append(
-            _runtime_table(style, times, run_devices(records), shared_ensemble_cells(records))
+            _runtime_table(
+                style,
+                times,
+                run_devices(records),
+                shared_ensemble_cells(records),
+                seed_batch_cells(records),
+            )
         )
     missing = missing_cells(results_dir, records, methods)
     if len(missing):

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import platform
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -71,9 +72,80 @@ def run(
 def _run(
     task_obj: Task, solver: Method, method: str, seed: int, preset: str, n_designs: int
 ) -> tuple[RunRecord, np.ndarray]:
-
     start = time.perf_counter()
     solver.fit(task_obj.offline)
+    fit_seconds = time.perf_counter() - start
+    # A run resumed from a snapshot counts the training of its earlier sittings too.
+    earlier = solver.resumed_seconds()
+    record, designs = _propose_and_score(
+        task_obj, solver, method, seed, preset, n_designs, fit_seconds + earlier
+    )
+    if earlier > 0:
+        record.extra["resumed"] = {"earlier_seconds": earlier}
+    return record, designs
+
+
+def run_seeds(
+    task: str | Task,
+    method: str,
+    seeds: Sequence[int],
+    preset: str = "paper",
+    overrides: dict[str, Any] | None = None,
+    data_dir: str | os.PathLike | None = None,
+    n_designs: int = N_DESIGNS,
+    progress: bool = False,
+    threads: int | None = None,
+    snapshot: str | os.PathLike | None = None,
+    device: str | None = None,
+) -> list[tuple[RunRecord, np.ndarray]]:
+    """:func:`run` for several seeds whose training is one batched loop
+    (:meth:`~matchopt.methods.Method.fit_seeds`; a method that does not batch seeds fits them
+    one after the other): one record and design set per seed, as :func:`run` gives them up to
+    float round-off. ``snapshot`` is the batch's one snapshot file.
+
+    A record's ``fit_seconds`` is its share of the batch's training (the batch's seconds over
+    its seeds); ``extra.seed_batch`` holds the seeds trained together and the batch's seconds.
+    """
+    resolve_device(device)
+    source_commit()
+    if isinstance(n_designs, bool) or not isinstance(n_designs, (int, np.integer)) or n_designs < 1:
+        raise MatchoptError(f"n_designs must be an integer >= 1, got {n_designs!r}")
+    task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
+    solvers = [
+        make_method(method, preset, overrides, seed=seed, progress=progress, device=device)
+        for seed in seeds
+    ]
+    if snapshot is not None:
+        solvers[0].resume_from(snapshot)
+    with limit_threads(threads):
+        start = time.perf_counter()
+        type(solvers[0]).fit_seeds(solvers, task_obj.offline)
+        earlier = solvers[0].resumed_seconds()  # the batch's earlier sittings
+        batch_seconds = time.perf_counter() - start + earlier
+        results = []
+        for solver in solvers:
+            share = batch_seconds / len(solvers)
+            record, designs = _propose_and_score(
+                task_obj, solver, method, solver.seed, preset, n_designs, share
+            )
+            record.extra["seed_batch"] = {"seeds": list(seeds), "fit_seconds": batch_seconds}
+            if earlier > 0:
+                record.extra["resumed"] = {"earlier_seconds": earlier}
+            results.append((record, designs))
+    return results
+
+
+def _propose_and_score(
+    task_obj: Task,
+    solver: Method,
+    method: str,
+    seed: int,
+    preset: str,
+    n_designs: int,
+    fit_seconds: float,
+) -> tuple[RunRecord, np.ndarray]:
+    """A fitted method's designs, scored by the task's oracle, as a run record
+    (``fit_seconds``: its training's, earlier sittings included)."""
     fitted = time.perf_counter()
     designs = solver.propose(n_designs)
     searched = time.perf_counter()
@@ -89,12 +161,8 @@ def _run(
             f"the oracle of {task_obj.name} scored design {bad} of {method} as {scores[bad]}; "
             "no record written"
         )
-    # A run resumed from a snapshot counts the training of its earlier sittings too.
-    earlier = solver.resumed_seconds()
     extra = {"environment": environment(solver.device_), **_fit_report(solver)}
-    if earlier > 0:
-        extra["resumed"] = {"earlier_seconds": earlier}
-    record = RunRecord(
+    return RunRecord(
         task=task_obj.name,
         method=method,
         seed=seed,
@@ -104,13 +172,12 @@ def _run(
         p100=percentile(scores, 100),
         p50=percentile(scores, 50),
         offline_best=float(task_obj.normalize(task_obj.offline.y.max())),
-        fit_seconds=fitted - start + earlier,
+        fit_seconds=fit_seconds,
         search_seconds=searched - fitted,
         version=__version__,
         n_designs=n_designs,
         extra=extra,
-    )
-    return record, designs
+    ), designs
 
 
 def environment(device: Any = "cpu") -> dict[str, Any]:

@@ -19,6 +19,7 @@ from matchopt.bench.cells import (
     Job,
     execute_cell,
     execute_job,
+    execute_seed_batch,
     init_pool_worker,
     init_worker,
     release_ensemble,
@@ -69,7 +70,12 @@ def run_local(
         """Queue the job's next cell; a pool that broke meanwhile fails the job's other cells."""
         cell = job.cells[len(outcomes)]
         try:
-            future = pool.submit(execute_cell, cell, data_dir, threads, out, job.ensemble_folder)
+            if job.seed_batch:  # one task for the whole batch: it trains the seeds together
+                future = pool.submit(execute_seed_batch, job, data_dir, threads, out)
+            else:
+                future = pool.submit(
+                    execute_cell, cell, data_dir, threads, out, job.ensemble_folder
+                )
         except BrokenProcessPool as exc:
             for rest in job.cells[len(outcomes) :]:
                 collect(CellOutcome(rest, error=f"worker process died: {exc}"))
@@ -83,15 +89,19 @@ def run_local(
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 job, outcomes = pending.pop(future)
-                cell = job.cells[len(outcomes)]
+                cells = (
+                    job.cells if job.seed_batch else job.cells[len(outcomes) : len(outcomes) + 1]
+                )
                 try:
-                    outcome = future.result()
+                    result = future.result()
+                    arrived = result if job.seed_batch else [result]
                 except BrokenProcessPool as exc:
                     # A worker died (killed, out of memory): its cells are recorded as failed
                     # and will be retried by the next run.
-                    outcome = CellOutcome(cell, error=f"worker process died: {exc}")
-                outcomes.append(outcome)
-                collect(outcome)
+                    arrived = [CellOutcome(c, error=f"worker process died: {exc}") for c in cells]
+                for outcome in arrived:
+                    outcomes.append(outcome)
+                    collect(outcome)
                 if len(outcomes) < len(job.cells):
                     submit(job, outcomes)
                 else:

@@ -63,6 +63,15 @@ class Job:
 
     cells: tuple[Cell, ...]
     ensemble_folder: str | None = None
+    #: The cells are seeds of one method, task, preset and overrides, trained as one batch
+    #: (:func:`~matchopt.runner.run_seeds`; ``matchopt bench --batch-seeds``).
+    seed_batch: bool = False
+
+    def batch_snapshot_path(self, out: Path) -> Path:
+        """The one training snapshot of a seed batch (:meth:`Cell.snapshot_path`'s folder)."""
+        first = self.cells[0]
+        seeds = "-".join(str(cell.seed) for cell in self.cells)
+        return Path(out) / SNAPSHOT_FOLDER / first.task / first.method / f"seeds{seeds}.pt"
 
 
 @dataclass
@@ -161,6 +170,9 @@ def execute_job(
     The shared ensemble stays in ``job.ensemble_folder`` until every cell of the job finished,
     so a rerun after a kill takes it from there instead of training it again.
     """
+    if job.seed_batch:
+        yield from execute_seed_batch(job, data_dir, threads, out, progress)
+        return
     outcomes = []
     for cell in job.cells:
         outcomes.append(
@@ -168,6 +180,54 @@ def execute_job(
         )
         yield outcomes[-1]
     release_ensemble(job, outcomes)
+
+
+def execute_seed_batch(
+    job: Job,
+    data_dir: str | None,
+    threads: int,
+    out: str | None = None,
+    progress: bool = False,
+) -> list[CellOutcome]:
+    """Run a seed batch (:attr:`Job.seed_batch`): one batched training, then each seed's
+    search and scoring; one outcome per cell. A failure of the training fails every cell; the
+    batch's snapshot (:meth:`Job.batch_snapshot_path`) stays for a rerun until every cell
+    succeeded."""
+    import torch
+
+    from matchopt.runner import run_seeds
+
+    torch.set_num_threads(max(1, threads))
+    first = job.cells[0]
+    start = time.perf_counter()
+    snapshot = job.batch_snapshot_path(Path(out)) if out is not None else None
+    try:
+        results = run_seeds(
+            _cached_task(first.task, data_dir),
+            first.method,
+            [cell.seed for cell in job.cells],
+            first.preset,
+            dict(first.overrides),
+            n_designs=128,
+            progress=progress,
+            threads=max(1, threads),
+            snapshot=snapshot,
+            device=first.device,
+        )
+    except Exception as exc:  # the grid records the failure of every seed and goes on
+        seconds = time.perf_counter() - start
+        error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
+        return [
+            CellOutcome(cell, error=error, traceback=trace, seconds=seconds) for cell in job.cells
+        ]
+    seconds = (time.perf_counter() - start) / len(job.cells)
+    outcomes = []
+    for cell, (record, designs) in zip(job.cells, results):
+        record.extra["cell_seconds"] = record.fit_seconds + record.search_seconds
+        outcomes.append(CellOutcome(cell, record, designs, seconds=seconds))
+    if snapshot is not None:
+        remove_snapshot(snapshot)
+    return outcomes
 
 
 def release_ensemble(job: Job, outcomes: list[CellOutcome]) -> None:

@@ -174,17 +174,23 @@ def expected_config(cell: Cell) -> dict[str, Any]:
     return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
-def plan_jobs(cells: list[Cell], out: Path) -> list[Job]:
+def plan_jobs(cells: list[Cell], out: Path, batch_seeds: bool = False) -> list[Job]:
     """Group the cells that fit the same Gaussian ensemble (same task, seed and training fields,
-    e.g. GA, Ens-Mean and Ens-Min) into one job, largest ensemble first; every other cell is a
-    job of its own. Order otherwise follows ``cells``."""
+    e.g. GA, Ens-Mean and Ens-Min) into one job, largest ensemble first; with ``batch_seeds``,
+    the seeds of one task, method, preset and overrides whose method trains seeds as a batch
+    (``batches_seeds``) into one seed batch; every other cell is a job of its own. Order
+    otherwise follows ``cells``."""
     groups: dict[str, list[tuple[int, Cell]]] = {}
     order: list[str] = []
+    batched: set[str] = set()
     for cell in cells:
         entry = get_method_entry(cell.method)
         name = cell.name
         size = 0
-        if issubclass(entry.cls, EnsembleSurrogateMethod):
+        if batch_seeds and entry.cls.batches_seeds:
+            name = json.dumps(["seeds", cell.task, cell.method, cell.preset, cell.overrides])
+            batched.add(name)
+        elif issubclass(entry.cls, EnsembleSurrogateMethod):
             config = build_config(entry, cell.preset, dict(cell.overrides))
             grouped = trains_grouped(config.hidden)
             fields = [cell.task, cell.seed, training_fields(config, grouped)]
@@ -199,6 +205,9 @@ def plan_jobs(cells: list[Cell], out: Path) -> list[Job]:
     for name in order:
         members = sorted(groups[name], key=lambda item: -item[0])  # stable: grid order on ties
         job_cells = tuple(cell for _, cell in members)
+        if name in batched:
+            jobs.append(Job(job_cells, seed_batch=len(job_cells) > 1))
+            continue
         folder = None
         if len(job_cells) > 1:
             first = job_cells[0]
@@ -278,6 +287,7 @@ def run_grid(
     ray_address: str | None = None,
     progress: bool = True,
     threads: int | str | None = None,
+    batch_seeds: bool = False,
 ) -> GridSummary:
     """Run every unfinished cell of ``grid`` and write its record (or error) under ``out``.
 
@@ -292,6 +302,9 @@ def run_grid(
             also the running cell's own bars (its training epochs).
         threads: compute threads of each cell; default :func:`~matchopt.runtime.default_threads`
             but at most cores // workers (so that cells never share a core).
+        batch_seeds: train the unfinished seeds of a method that batches seeds (DDOM) as one
+            batch (:func:`plan_jobs`): on a GPU one step for all of them; each seed's record
+            as its own run gives it, up to float round-off.
     """
     if backend not in BACKENDS:
         raise MatchoptError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
@@ -305,7 +318,7 @@ def run_grid(
     try:
         with file_lock(out / LOCK_FILE, wait=False):
             return _run_unlocked(
-                grid, out, backend, workers, data_dir, ray_address, progress, threads
+                grid, out, backend, workers, data_dir, ray_address, progress, threads, batch_seeds
             )
     except FileLocked as err:
         raise MatchoptError(
@@ -323,6 +336,7 @@ def _run_unlocked(
     ray_address: str | None,
     progress: bool,
     threads: int | None,
+    batch_seeds: bool = False,
 ) -> GridSummary:
     folder = resolve_data_dir(data_dir)
     data_dir_text = str(folder) if folder is not None else None
@@ -361,7 +375,7 @@ def _run_unlocked(
         bar.set_postfix(failed=len(summary.failed), last=outcome.cell.name, refresh=False)
 
     try:
-        jobs = plan_jobs(todo, out)
+        jobs = plan_jobs(todo, out, batch_seeds)
         if jobs and backend == "ray":
             run_ray(jobs, data_dir_text, workers, threads, ray_address, collect, str(out))
         elif jobs:

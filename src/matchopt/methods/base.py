@@ -20,7 +20,7 @@ import os
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, get_type_hints
 
@@ -53,6 +53,36 @@ MIN_ROWS = 2
 MODEL_KIND = "method"
 
 
+@dataclasses.dataclass(frozen=True)
+class SeedBatch:
+    """Several seeds of one method trained at once (:meth:`Method.fit_seeds`), as its training
+    snapshots know it: the method's class, config and seeds (:func:`~matchopt.checkpoints.run_key`)
+    and the snapshot file (None: no snapshots)."""
+
+    run_name: str
+    config_: Any
+    seed: tuple[int, ...]
+    training_checkpoint: TrainingCheckpoint | None = None
+
+
+def seed_losses_check(n_seeds: int) -> Callable[[dict[str, Any], int], str | None]:
+    """A snapshot check (:meth:`~matchopt.checkpoints.LoopSnapshots.start`) of a batched loop's
+    ``seed_losses``: ``n_seeds`` lists of one number per epoch trained."""
+
+    def check(values: dict[str, Any], epoch: int) -> str | None:
+        losses = values.get("seed_losses")
+        if (
+            not isinstance(losses, list)
+            or len(losses) != n_seeds
+            or not all(isinstance(own, list) and len(own) == epoch for own in losses)
+            or not all(isinstance(v, float) for own in losses for v in own)
+        ):
+            return f"snapshot seed_losses are not {n_seeds} lists of {epoch} numbers"
+        return None
+
+    return check
+
+
 class Method(ABC):
     """Base class of all methods (scikit-learn style: fit returns self, learned state ends in _).
 
@@ -78,6 +108,9 @@ class Method(ABC):
     training_checkpoint: TrainingCheckpoint | None = None
     #: Folder of shared Gaussian ensembles (:meth:`share_ensembles`); None: train one's own.
     ensemble_cache: Path | None = None
+    #: :meth:`fit_seeds` trains several seeds at once (seeds as a batch dimension), each as
+    #: its own ``fit`` would, up to float round-off.
+    batches_seeds: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -127,6 +160,55 @@ class Method(ABC):
     @abstractmethod
     def propose(self, n: int = 128) -> np.ndarray:
         """Return ``n`` designs (n x shape) in the data's own format (tokens or floats)."""
+
+    @classmethod
+    def fit_seeds(cls, methods: Sequence[Method], data: OfflineData) -> list[Method]:
+        """Fit ``methods`` (this class, one config and device, distinct seeds) on ``data``.
+
+        Where the method ``batches_seeds``, all seeds train at once as one batched network (a
+        GPU then launches one step for all: issue 28), each seed with its own random draws, so
+        that each ends as its own :meth:`fit` would, up to float round-off; training snapshots
+        go to the first method's snapshot file (:meth:`resume_from`), one for the batch. Other
+        methods fit one seed after the other. Returns the methods, fitted.
+
+        Raises:
+            MatchoptError: methods of another class, config or device, or repeated seeds.
+        """
+        methods = list(methods)
+        if not methods:
+            raise MatchoptError("fit_seeds needs at least one method")
+        first = methods[0]
+        for method in methods:
+            if type(method) is not cls:
+                raise MatchoptError(f"fit_seeds of {cls.__name__} got a {type(method).__name__}")
+            if method.config_ != first.config_ or method.device_ != first.device_:
+                raise MatchoptError("fit_seeds needs one config and one device for all seeds")
+        seeds = [m.seed for m in methods]
+        if len(set(seeds)) != len(seeds):
+            raise MatchoptError(f"fit_seeds got repeated seeds: {seeds}")
+        if not cls.batches_seeds or len(methods) == 1:
+            for method in methods:
+                method.fit(data)
+            return methods
+        run = SeedBatch(cls.__name__, first.config_, tuple(seeds), first.training_checkpoint)
+        for method in methods:
+            for name in _learned_names(method):
+                delattr(method, name)
+        try:
+            with default_threads_unless_chosen():
+                cls._fit_seeds(methods, data, run)
+        except BaseException:  # all or nothing, as fit
+            for method in methods:
+                for name in _learned_names(method):
+                    delattr(method, name)
+            raise
+        return methods
+
+    @classmethod
+    def _fit_seeds(cls, methods: Sequence[Method], data: OfflineData, run: SeedBatch) -> None:
+        """The batched training of :meth:`fit_seeds` (methods with ``batches_seeds``); ``run``
+        keys its snapshots (:class:`~matchopt.checkpoints.LoopSnapshots`)."""
+        raise NotImplementedError
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """Surrogate predictions (n,) in the units of the offline y (``has_surrogate`` only)."""

@@ -48,6 +48,7 @@ Deviations from baselines.md / the public code:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,8 +60,9 @@ from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
+from matchopt.methods.base import Method, SeedBatch, seed_losses_check
 from matchopt.models import LossTotal, adam, mlp_layers
+from matchopt.models.stacked import SeedStack, per_seed
 from matchopt.runtime import seeded_torch_rng
 from matchopt.weighting import adaptive_temperature, score_bin_weights
 
@@ -260,6 +262,27 @@ def sample(
     return x
 
 
+def epoch_draws(
+    n_rows: int,
+    dim: int,
+    config: DdomConfig,
+    noise: torch.Generator,
+    device: torch.device,
+) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """One epoch's draws from ``noise`` (on the CPU), in the order the steps use them: per
+    minibatch its rows, label-dropout mask, times and eps; moved to ``device`` in one copy
+    (not four per step)."""
+    draws = []
+    for batch in torch.randperm(n_rows, generator=noise).split(config.batch_size):
+        keep = torch.rand(len(batch), generator=noise) > config.label_dropout
+        t = torch.rand(len(batch), generator=noise) * config.horizon
+        eps = torch.randn((len(batch), dim), generator=noise)
+        draws.append((batch, keep, t, eps))
+    moved = [torch.cat(parts).to(device) for parts in zip(*draws)]
+    sizes = [len(batch) for batch, *_ in draws]
+    return list(zip(*(part.split(sizes) for part in moved)))
+
+
 # --- 4. The method -----------------------------------------------------------------------------
 
 
@@ -281,16 +304,17 @@ class Ddom(Method):
 
     config_class = DdomConfig
     resumable = True
+    batches_seeds = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _sde(self) -> VPSDE:
         config = self.config_
         return VPSDE(config.beta_min, config.beta_max, config.horizon)
 
-    def fit(self, data: OfflineData) -> Ddom:
+    def _prepare(self, data: OfflineData) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encoder, reweighting and the training tensors on the device: normalized features
+        (N x d), z-scored scores (N,) and sample weights (N,)."""
         config = self.config_
-        device = self.device_
-        sde = self._sde()
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x))
         scores = torch.from_numpy(self.encoder_.encode_y(data.y))
@@ -298,11 +322,20 @@ class Ddom(Method):
         self.weights_ = score_bin_weights(
             scores.numpy(), self.temperature_, config.n_bins, clip=config.weight_clip
         )
-        weights = torch.from_numpy(self.weights_).to(device)
-        features, scores = features.to(device), scores.to(device)
-        noise = torch.Generator().manual_seed(self.seed)  # all draws on the CPU, then moved
+        device = self.device_
+        return features.to(device), scores.to(device), torch.from_numpy(self.weights_).to(device)
+
+    def _new_net(self, dim: int) -> ScoreNet:
+        """The seed's untrained network (initialized on the CPU: the same on every device)."""
         with seeded_torch_rng(self.seed):
-            net = ScoreNet(features.shape[1], config.hidden).to(device)
+            return ScoreNet(dim, self.config_.hidden).to(self.device_)
+
+    def fit(self, data: OfflineData) -> Ddom:
+        config = self.config_
+        sde = self._sde()
+        features, scores, weights = self._prepare(data)
+        noise = torch.Generator().manual_seed(self.seed)  # all draws on the CPU, then moved
+        net = self._new_net(features.shape[1])
         optimizer = adam(net.parameters(), lr=config.lr)
 
         self.losses_: list[float] = []
@@ -319,17 +352,9 @@ class Ddom(Method):
         )
         for epoch in bar:
             total = LossTotal()
-            # The epoch's draws, in the order the steps use them, moved to the device at once
-            # (one copy per epoch, not four per step).
-            draws = []
-            for batch in torch.randperm(len(features), generator=noise).split(config.batch_size):
-                keep = torch.rand(len(batch), generator=noise) > config.label_dropout
-                t = torch.rand(len(batch), generator=noise) * config.horizon
-                eps = torch.randn((len(batch), features.shape[1]), generator=noise)
-                draws.append((batch, keep, t, eps))
-            moved = [torch.cat(parts).to(device) for parts in zip(*draws)]
-            sizes = [len(batch) for batch, *_ in draws]
-            for batch, keep, t, eps in zip(*(part.split(sizes) for part in moved)):
+            for batch, keep, t, eps in epoch_draws(
+                len(features), features.shape[1], config, noise, features.device
+            ):
                 x0, y, w = features[batch], scores[batch], weights[batch]
                 optimizer.zero_grad()
                 loss = denoising_loss(net, sde, x0, y * keep, w, t, eps)
@@ -344,6 +369,73 @@ class Ddom(Method):
         self.net_ = net
         self.data_ = data
         return self
+
+    @classmethod
+    def _fit_seeds(cls, methods: Sequence[Ddom], data: OfflineData, run: SeedBatch) -> None:
+        """:meth:`fit` of every seed at once: the seeds' networks as one :class:`SeedStack`,
+        one Adam step for all, each seed's draws from its own generator in its own order."""
+        first = methods[0]
+        config = first.config_
+        sde = first._sde()
+        features, scores, weights = first._prepare(data)
+        for method in methods[1:]:  # the same data: the same encoder and weights
+            method.encoder_, method.temperature_ = first.encoder_, first.temperature_
+            method.weights_ = first.weights_
+        dim = features.shape[1]
+        noises = [torch.Generator().manual_seed(m.seed) for m in methods]
+        nets = [m._new_net(dim) for m in methods]
+        stack = SeedStack(nets)
+        optimizer = adam(stack.parameters(), lr=config.lr)
+
+        def loss_of_one(net, x0, y, w, t, eps):  # noqa: ANN001, ANN202 (one seed's slice)
+            return denoising_loss(net, sde, x0, y, w, t, eps)
+
+        losses_of_all = per_seed(loss_of_one, stack)
+        losses: list[list[float]] = [[] for _ in methods]
+        snapshots = LoopSnapshots(
+            run,
+            data,
+            model=stack,
+            optimizer=optimizer,
+            **{f"noise{k}": g for k, g in enumerate(noises)},
+        )
+        start = snapshots.start(losses[0], config.epochs, check=seed_losses_check(len(methods)))
+        losses = snapshots.saved.get("seed_losses", losses)
+        bar = tqdm(
+            range(start, config.epochs),
+            initial=start,
+            total=config.epochs,
+            desc=f"DDOM training ({len(methods)} seeds)",
+            unit="epoch",
+            disable=not first.progress,
+            leave=False,
+        )
+        for epoch in bar:
+            totals = [LossTotal() for _ in methods]
+            draws = [epoch_draws(len(features), dim, config, g, features.device) for g in noises]
+            for steps in zip(*draws):
+                batch, keep, t, eps = (torch.stack(part) for part in zip(*steps))
+                x0, y, w = features[batch], scores[batch], weights[batch]
+                optimizer.zero_grad()
+                seed_losses = losses_of_all(x0, y * keep, w, t, eps)
+                seed_losses.sum().backward()
+                optimizer.step()
+                for total, loss in zip(totals, seed_losses):
+                    total.add(loss, batch.shape[1])
+            for own, total in zip(losses, totals):
+                own.append(total.value() / len(features))
+            bar.set_postfix(loss=f"{losses[0][-1]:.4f}", refresh=False)
+            snapshots.save(
+                epoch + 1,
+                config.epochs,
+                losses=list(losses[0]),
+                seed_losses=[list(x) for x in losses],
+            )
+        bar.close()
+        stack.unstack_into(nets)
+        for method, net, own in zip(methods, nets, losses):
+            net.eval()
+            method.net_, method.losses_, method.data_ = net, own, data
 
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` reverse-SDE samples conditioned on the best offline score, in the data's format."""

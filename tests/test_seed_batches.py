@@ -1,0 +1,176 @@
+"""Seeds as a batch dimension (issue 28): a batched seed trains as its run alone, up to round-off.
+
+Round-off: a batched product sums in another order than the product of one seed alone, so the
+two differ by round-off (``tests/roundoff.py``); one step is checked against Higham's bound,
+a whole training against a bound a few orders of magnitude above float32's unit round-off
+(Adam's normalized steps carry a step's relative round-off into the parameters, step after
+step, without amplifying it much over the quick preset's 60 steps). Where the shapes and
+kernels are the same (the same batch run twice, killed or not), the check is bitwise.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from roundoff import SAFETY, dot_roundoff
+
+import matchopt.methods.ddom as ddom_module
+from matchopt.bench.grid import Grid, plan_jobs, run_grid
+from matchopt.errors import MatchoptError
+from matchopt.methods import make_method
+from matchopt.methods.ddom import Ddom, ScoreNet
+from matchopt.methods.random_designs import RandomDesigns
+from matchopt.models.stacked import SeedStack
+from matchopt.tasks import load_task
+
+#: Relative bound on a batched seed's trained parameters, losses and continuous designs against
+#: its run alone: 2**10 float32 unit round-offs (about 6e-5).
+TRAINING_ROUNDOFF = 2**10 * torch.finfo(torch.float32).eps / 2
+
+
+def test_a_stack_gives_each_seeds_module_its_output_and_gradient_within_roundoff():
+    generator = torch.Generator().manual_seed(0)
+    nets = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        nets.append(ScoreNet(6, (32, 16)))
+    stack = SeedStack(nets)
+    x = torch.randn(3, 20, 6, generator=generator)
+    t, y = torch.rand(3, 20, generator=generator), torch.randn(3, 20, generator=generator)
+    out = stack(x, t, y)
+    out.pow(2).sum(-1).mean(-1).sum().backward()
+    for k, net in enumerate(nets):
+        alone = net(x[k], t[k], y[k])
+        alone.pow(2).sum(-1).mean().backward()
+        # Each output is a chain of dot products of at most 32 terms (8 = 6 features + t + y).
+        bound = SAFETY * 3 * dot_roundoff(32, torch.float32)
+        scale = alone.abs().max()
+        assert (out[k] - alone).abs().max() <= bound * scale
+        for (name, p), stacked in zip(net.named_parameters(), stack.stacked):
+            grad_scale = p.grad.abs().max().clamp_min(1e-30)
+            # The loss sums 20 rows on top: a longer reduction.
+            assert (stacked.grad[k] - p.grad).abs().max() <= SAFETY * 4 * dot_roundoff(
+                32 * 20, torch.float32
+            ) * grad_scale, name
+
+
+def test_a_stack_refuses_modules_of_different_shapes():
+    with pytest.raises(MatchoptError, match="one architecture"):
+        SeedStack([ScoreNet(4, (8,)), ScoreNet(4, (9,))])
+    with pytest.raises(MatchoptError, match="without buffers"):
+        SeedStack([torch.nn.BatchNorm1d(3)])
+
+
+def _flat(net: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in net.parameters()])
+
+
+@pytest.mark.parametrize("task", ["styblinski-tang", "potts"])
+def test_batched_ddom_seeds_train_as_their_runs_alone(task):
+    data = load_task(task).offline
+    seeds = (0, 1, 2)
+    alone = [make_method("ddom", "quick", {}, seed=s).fit(data) for s in seeds]
+    batch = Ddom.fit_seeds([make_method("ddom", "quick", {}, seed=s) for s in seeds], data)
+    for one, batched in zip(alone, batch):
+        scale = _flat(one.net_).abs().max()
+        assert (_flat(one.net_) - _flat(batched.net_)).abs().max() <= TRAINING_ROUNDOFF * scale
+        np.testing.assert_allclose(batched.losses_, one.losses_, rtol=TRAINING_ROUNDOFF)
+        designs, reference = batched.propose(16), one.propose(16)
+        if data.space.is_discrete:  # decoded by argmax: a round-off change does not show
+            np.testing.assert_array_equal(designs, reference)
+        else:
+            np.testing.assert_allclose(
+                designs, reference, rtol=0, atol=TRAINING_ROUNDOFF * np.abs(reference).max()
+            )
+    # Different seeds stay different: the batch does not tie them together.
+    assert not torch.equal(_flat(batch[0].net_), _flat(batch[1].net_))
+
+
+def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(tmp_path, monkeypatch):
+    data = load_task("styblinski-tang").offline
+    settings = {"epochs": 6}
+
+    def batch(snapshot=None):
+        methods = [make_method("ddom", "quick", settings, seed=s) for s in (2, 5)]
+        if snapshot is not None:
+            methods[0].resume_from(snapshot, every=0)
+        return Ddom.fit_seeds(methods, data)
+
+    reference = batch()
+    real, calls = ddom_module.denoising_loss, []
+    steps_per_epoch = -(-len(data) // 128)
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4 * steps_per_epoch + 1:  # early in the fifth epoch
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    snapshot = tmp_path / "batch.pt"
+    monkeypatch.setattr(ddom_module, "denoising_loss", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        batch(snapshot)
+    assert snapshot.is_file()
+    counted = []
+    monkeypatch.setattr(
+        ddom_module, "denoising_loss", lambda *a, **k: counted.append(1) or real(*a, **k)
+    )
+    resumed = batch(snapshot)
+    assert len(counted) == 2 * steps_per_epoch  # only the fifth and sixth epochs train
+    for one, again in zip(reference, resumed):
+        np.testing.assert_array_equal(again.propose(16), one.propose(16))
+        assert again.losses_ == one.losses_
+    # A snapshot of one seed's run is not the batch's (and the reverse): nothing resumes.
+    single = make_method("ddom", "quick", settings, seed=2).resume_from(snapshot, every=0)
+    counted.clear()
+    single.fit(data)
+    assert len(counted) == 6 * steps_per_epoch
+
+
+def test_fit_seeds_refuses_mixed_batches_and_fits_other_methods_one_by_one():
+    data = load_task("potts").offline
+    with pytest.raises(MatchoptError, match="repeated seeds"):
+        Ddom.fit_seeds([make_method("ddom", "quick", {}, seed=1)] * 2, data)
+    with pytest.raises(MatchoptError, match="one config"):
+        Ddom.fit_seeds(
+            [make_method("ddom", "quick", {}, seed=0), make_method("ddom", "paper", {}, seed=1)],
+            data,
+        )
+    with pytest.raises(MatchoptError, match="got a RandomDesigns"):
+        Ddom.fit_seeds([make_method("random", "quick", {}, seed=0)], data)
+    fitted = RandomDesigns.fit_seeds(
+        [make_method("random", "quick", {}, seed=s) for s in (0, 1)], data
+    )
+    for method in fitted:
+        np.testing.assert_array_equal(
+            method.propose(8),
+            make_method("random", "quick", {}, seed=method.seed).fit(data).propose(8),
+        )
+
+
+def test_bench_batches_seeds_only_when_asked_and_records_say_so(tmp_path):
+    grid = Grid(tasks=["styblinski-tang"], methods=["ddom", "random"], seeds=[0, 1], preset="quick")
+    jobs = plan_jobs(grid.cells(), tmp_path, batch_seeds=True)
+    assert [(j.seed_batch, [c.seed for c in j.cells]) for j in jobs] == [
+        (True, [0, 1]),
+        (False, [0]),
+        (False, [1]),
+    ]
+    assert not any(j.seed_batch for j in plan_jobs(grid.cells(), tmp_path))
+    summary = run_grid(grid, tmp_path / "batched", workers=1, progress=False, batch_seeds=True)
+    assert not summary.failed
+    alone = run_grid(grid, tmp_path / "alone", workers=1, progress=False)
+    assert not alone.failed
+    for seed in (0, 1):
+        batched = json.loads(
+            (tmp_path / f"batched/styblinski-tang/ddom/seed{seed}.json").read_text()
+        )
+        own = json.loads((tmp_path / f"alone/styblinski-tang/ddom/seed{seed}.json").read_text())
+        assert batched["extra"]["seed_batch"]["seeds"] == [0, 1]
+        assert "seed_batch" not in own["extra"]
+        np.testing.assert_allclose(batched["scores"], own["scores"], rtol=1e-3, atol=1e-3)
+    # The batch's snapshot is gone once its records are written.
+    assert not list((tmp_path / "batched").glob(".snapshots/**/*.pt"))
