@@ -1,31 +1,38 @@
 #!/usr/bin/env bash
-# The GPU-bound cells of the paper table (issue 12): BONET, COMs, MINs and DDOM on TF-Bind-8,
-# 4 seeds, paper preset, on one CUDA GPU. Records name the device (extra.environment.device and
-# .gpu). One prepared command for a lent GPU machine (about 12 minutes of it):
+# The GPU-bound cells of the paper table (issues 12, 28): BONET, COMs, MINs and DDOM on
+# TF-Bind-8, 4 seeds, paper preset, on one CUDA GPU. Records name the device
+# (extra.environment.device and .gpu). One prepared command for a lent GPU machine:
 #
 #   bash benchmarks/gpu_grid.sh
 #
-# 1. A smoke run: the quick preset of the four methods on both embedded tasks, on the device
-#    (a minute; a method that breaks on the GPU fails here, not after ten minutes).
-# 2. The grid, stopped after BUDGET_SECONDS (default 600). `matchopt bench` is resumable: finished
-#    cells are skipped, and a running cell keeps a training snapshot (every
-#    MATCHOPT_CHECKPOINT_SECONDS, here 60) that the next call continues from. One H100 runs
-#    WORKERS cells at once (default 8: these networks are small, a single process leaves most of
-#    the GPU idle).
-# 3. `matchopt report` of the TF-Bind-8 rows.
-# 4. With $OUT set (the device tool's folder that comes back): gpu-records.tgz (records and
-#    designs of the grid's methods), gpu-snapshots.tgz.part* (running cells' snapshots, in 15 MB
-#    parts, when they fit in 60 MB) and gpu_grid.log. To continue in a later call, copy those
-#    files into the checkout's .gpu-carry/ (git-ignored) and name it in the call's carry list:
-#    this script unpacks them first.
+# 1. A smoke run: the quick preset of the four methods on both embedded tasks, on the device,
+#    seeds batched (a minute; a method that breaks on the GPU fails here, not after ten minutes).
+# 2. The plan, from a measured rate: `benchmarks/gpu_bound.py` times a few training steps of
+#    each method on the device (4 seeds batched where the method can: DDOM, COMs) and scales
+#    them to the paper preset's epochs; the script prints each method's expected minutes and
+#    keeps, cheapest first, the methods whose expected training fits in BUDGET_SECONDS (default
+#    600; ALL=1 keeps every method: the budget then stops the grid, snapshots let the next call
+#    go on).
+# 3. The grid of the kept methods (`matchopt bench --batch-seeds`), stopped after what is left
+#    of the budget. `matchopt bench` is resumable: finished cells are skipped, and a running
+#    cell (or batch of seeds) keeps a training snapshot (every MATCHOPT_CHECKPOINT_SECONDS, here
+#    60) that the next call continues from. WORKERS cells or batches run at once (default 4).
+# 4. `matchopt report` of the TF-Bind-8 rows.
+# 5. With $OUT set (the device tool's folder that comes back), at most 60 MB in all:
+#    gpu-records.tgz (records and designs of the grid's methods), gpu-snapshots.tgz.part*
+#    (running cells' snapshots, in 15 MB parts, only when they fit in what is left of the 60 MB)
+#    and gpu_grid.log. To continue in a later call, copy those files into the checkout's
+#    .gpu-carry/ (git-ignored) and name it in the call's carry list: this script unpacks them
+#    first.
 #
 # The machine has no network: data comes from MATCHOPT_DATA_DIR (default .gpu-data/, git-ignored;
 # copy design_bench/tf_bind_8-SIX6_REF_R1 and CHECKSUMS.sha256 there and carry it), and matchopt
 # runs from the checkout (PYTHONPATH=src) with the machine's own torch.
 #
 # Check it on a CPU first (same steps, quick preset, a short budget):
-#   PRESET=quick MATCHOPT_DEVICE=cpu WORKERS=2 BUDGET_SECONDS=120 RESULTS=/tmp/gpu-check \
-#     OUT=/tmp/gpu-out bash benchmarks/gpu_grid.sh
+#   PRESET=quick ALL=1 MATCHOPT_DEVICE=cpu WORKERS=2 BUDGET_SECONDS=600 RATE_STEPS=2 \
+#     RESULTS=/tmp/gpu-check OUT=/tmp/gpu-out bash benchmarks/gpu_grid.sh
+# (the plan is always the paper preset's: ALL=1 keeps the methods a CPU could never train)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,8 +40,10 @@ RESULTS=${RESULTS:-results/main}
 PRESET=${PRESET:-paper}
 METHODS=${METHODS:-bonet,coms,mins,ddom}
 SEEDS=${SEEDS:-0,1,2,3}
-WORKERS=${WORKERS:-8}
+WORKERS=${WORKERS:-4}
 BUDGET_SECONDS=${BUDGET_SECONDS:-600}
+RATE_STEPS=${RATE_STEPS:-20}  # training steps gpu_bound.py times per method
+RETURN_MB=60  # what the device tool can bring back
 export MATCHOPT_DEVICE=${MATCHOPT_DEVICE:-cuda}
 export MATCHOPT_CHECKPOINT_SECONDS=${MATCHOPT_CHECKPOINT_SECONDS:-60}
 export MATCHOPT_DATA_DIR=${MATCHOPT_DATA_DIR:-.gpu-data}
@@ -72,8 +81,8 @@ EOF
 smoke=$(mktemp -d)
 say "smoke: $METHODS, quick preset, potts and styblinski-tang on $MATCHOPT_DEVICE"
 smoke_status=0
-"$PYTHON" -m matchopt.cli bench --tasks potts,styblinski-tang --methods "$METHODS" --seeds 0 \
-    --preset quick --out "$smoke/results" --workers 1 >"$smoke/summary.txt" \
+"$PYTHON" -m matchopt.cli bench --tasks potts,styblinski-tang --methods "$METHODS" --seeds 0,1 \
+    --preset quick --out "$smoke/results" --workers 1 --batch-seeds >"$smoke/summary.txt" \
     2>"$smoke/stderr.txt" || smoke_status=$?
 # Its warnings and errors without the cells' progress bars, then its whole summary table.
 tr '\r' '\n' <"$smoke/stderr.txt" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g' \
@@ -85,19 +94,35 @@ if [ "$smoke_status" -ne 0 ]; then
     exit "$smoke_status"
 fi
 
-# 2. The grid, within the budget (SIGINT: the bench stops, snapshots stay).
-say "grid: tfbind8 x $METHODS x seeds $SEEDS, preset $PRESET, $WORKERS workers, ${BUDGET_SECONDS}s"
-status=0
-timeout --signal=INT --kill-after=60 "$BUDGET_SECONDS" \
-    "$PYTHON" -m matchopt.cli bench --tasks tfbind8 --methods "$METHODS" --seeds "$SEEDS" \
-    --preset "$PRESET" --out "$RESULTS" --workers "$WORKERS" 2>&1 | tee -a "$LOG" \
-    || status=$?
-say "grid ended with status $status (124 or 130: stopped at the budget; rerun to continue)"
+# 2. The plan: each method's training of 4 seeds at the rate measured here, cheapest first.
+started=$SECONDS
+rate_methods=$(echo "${METHODS//,/ }" | tr ' ' '\n' | grep -E '^(bonet|mins|coms|ddom)$' | paste -sd, -)
+say "measuring the training rate of $rate_methods on $MATCHOPT_DEVICE ($RATE_STEPS steps each)"
+plan_file=$(mktemp)
+"$PYTHON" benchmarks/gpu_bound.py --devices "$MATCHOPT_DEVICE" --methods "$rate_methods" \
+    --steps "$RATE_STEPS" --budget "$BUDGET_SECONDS" ${ALL:+--keep-all} --plan-file "$plan_file" \
+    2>/dev/null | tee -a "$LOG" || true
+plan=$(cat "$plan_file")
+rm -f "$plan_file"
+if [ -z "$plan" ]; then
+    say "no method's expected training fits in ${BUDGET_SECONDS}s: nothing to run (ALL=1 runs anyway)"
+else
+    # 3. The grid, within what is left of the budget (SIGINT: the bench stops, snapshots stay).
+    left=$((BUDGET_SECONDS - (SECONDS - started)))
+    left=$((left > 60 ? left : 60))  # the rate measured, at least a minute of grid
+    say "grid: tfbind8 x $plan x seeds $SEEDS, preset $PRESET, seeds batched, $WORKERS workers, ${left}s"
+    status=0
+    timeout --signal=INT --kill-after=60 "$left" \
+        "$PYTHON" -m matchopt.cli bench --tasks tfbind8 --methods "$plan" --seeds "$SEEDS" \
+        --preset "$PRESET" --out "$RESULTS" --workers "$WORKERS" --batch-seeds 2>&1 \
+        | tee -a "$LOG" || status=$?
+    say "grid ended with status $status (124 or 130: stopped at the budget; rerun to continue)"
+fi
 
-# 3. The table so far.
+# 4. The table so far.
 "$PYTHON" -m matchopt.cli report "$RESULTS" --tasks tfbind8 2>&1 | tee -a "$LOG" || true
 
-# 4. Send back.
+# 5. Send back, at most RETURN_MB in all: records first, snapshots if they fit.
 if [ -n "${OUT:-}" ]; then
     records=()
     for method in ${METHODS//,/ }; do
@@ -109,12 +134,15 @@ if [ -n "${OUT:-}" ]; then
     fi
     snapshots="$RESULTS/.snapshots/tfbind8"
     if [ -d "$snapshots" ]; then
-        size=$(du -sm "$snapshots" | cut -f1)
-        if [ "$size" -le 60 ]; then
-            tar -czf - "$snapshots" | split -b 15m - "$OUT/gpu-snapshots.tgz.part"
+        tar -czf "$OUT/.snapshots.tgz" "$snapshots"
+        used=$(du -cm "$OUT"/* 2>/dev/null | tail -n 1 | cut -f1)
+        size=$(du -m "$OUT/.snapshots.tgz" | cut -f1)
+        if [ $((used + size)) -le "$RETURN_MB" ]; then
+            split -b 15m "$OUT/.snapshots.tgz" "$OUT/gpu-snapshots.tgz.part"
         else
-            say "snapshots take ${size} MB, over the 60 MB that can come back: not sent"
+            say "snapshots take ${size} MB compressed, over what is left of ${RETURN_MB} MB: not sent"
         fi
+        rm -f "$OUT/.snapshots.tgz"
     fi
     say "sent back: $(ls "$OUT" | tr '\n' ' ')"
 fi

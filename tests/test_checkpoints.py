@@ -173,7 +173,7 @@ def test_a_snapshot_keeps_the_seconds_of_all_sittings(tmp_path, monkeypatch):
     "name, module, hook, task",
     [
         ("ddom", "matchopt.methods.ddom", "denoising_loss", "styblinski-tang"),
-        ("mins", "matchopt.methods.mins", "critic_loss", "potts"),
+        ("mins", "matchopt.methods.mins", "wgan_gp_loss", "potts"),
         ("coms", "matchopt.methods.coms", "conservative_losses", "styblinski-tang"),
         ("bonet", "matchopt.methods.bonet", "trajectory_loss", "potts"),
     ],

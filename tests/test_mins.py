@@ -11,6 +11,7 @@ from matchopt.methods.mins import (
     generator_loss,
     gumbel_softmax,
 )
+from matchopt.models.stacked import SeedDraws
 
 
 class LinearCritic(torch.nn.Module):
@@ -73,7 +74,8 @@ def test_discrete_designs_are_tokens_from_the_generator():
     method = Mins(MinsConfig(hidden=(16, 16, 16), embedding=16, epochs=2), seed=0).fit(data)
     # Real rows as the critic sees them: relaxed one-hot, each token a distribution over 3.
     onehot = torch.eye(3)[torch.from_numpy(data.x)].view(300, -1)
-    real = method._relax_real(onehot, 5.0, torch.Generator().manual_seed(0))
+    draws = SeedDraws([torch.Generator().manual_seed(0)], torch.device("cpu"), batched=False)
+    real = method._relax_real(onehot, 5.0, draws)
     torch.testing.assert_close(real.view(300, 4, 3).sum(-1), torch.ones(300, 4))
     designs = method.propose(50)
     assert designs.dtype == np.int64 and designs.shape == (50, 4)

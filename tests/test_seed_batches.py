@@ -17,7 +17,9 @@ import pytest
 import torch
 from roundoff import SAFETY, dot_roundoff
 
+import matchopt.methods.coms as coms_module
 import matchopt.methods.ddom as ddom_module
+import matchopt.methods.mins as mins_module
 from matchopt.bench.grid import Grid, plan_jobs, run_grid
 from matchopt.errors import MatchoptError
 from matchopt.methods import make_method
@@ -68,15 +70,30 @@ def _flat(net: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().flatten() for p in net.parameters()])
 
 
+#: Batched methods: name, the attribute holding the trained network, the module and the loss
+#: function each training step calls once (for all seeds at once when batched).
+BATCHED = [
+    ("ddom", "net_", ddom_module, "denoising_loss"),
+    ("coms", "model_", coms_module, "conservative_losses"),
+]
+#: MINs batches its seeds too, but its Adam has beta1 = 0: a step moves every parameter by
+#: about lr * sign(gradient), so a gradient entry near 0 whose sign round-off flips moves by
+#: 2 lr, and seeds trained batched and alone part after the first step (measured: 1.5e-4 in
+#: the critic after one step of lr 2e-4). Its check is the gradient of one step (below), and
+#: the bitwise resume of a batch.
+RESUMABLE = [*BATCHED, ("mins", "generator_", mins_module, "wgan_gp_loss")]
+
+
 @pytest.mark.parametrize("task", ["styblinski-tang", "potts"])
-def test_batched_ddom_seeds_train_as_their_runs_alone(task):
+@pytest.mark.parametrize(("name", "network", "module", "hook"), BATCHED)
+def test_batched_seeds_train_as_their_runs_alone(task, name, network, module, hook):
     data = load_task(task).offline
     seeds = (0, 1, 2)
-    alone = [make_method("ddom", "quick", {}, seed=s).fit(data) for s in seeds]
-    batch = Ddom.fit_seeds([make_method("ddom", "quick", {}, seed=s) for s in seeds], data)
+    alone = [make_method(name, "quick", {}, seed=s).fit(data) for s in seeds]
+    batch = type(alone[0]).fit_seeds([make_method(name, "quick", {}, seed=s) for s in seeds], data)
     for one, batched in zip(alone, batch):
-        scale = _flat(one.net_).abs().max()
-        assert (_flat(one.net_) - _flat(batched.net_)).abs().max() <= TRAINING_ROUNDOFF * scale
+        mine, theirs = _flat(getattr(one, network)), _flat(getattr(batched, network))
+        assert (mine - theirs).abs().max() <= TRAINING_ROUNDOFF * mine.abs().max()
         np.testing.assert_allclose(batched.losses_, one.losses_, rtol=TRAINING_ROUNDOFF)
         designs, reference = batched.propose(16), one.propose(16)
         if data.space.is_discrete:  # decoded by argmax: a round-off change does not show
@@ -85,22 +102,54 @@ def test_batched_ddom_seeds_train_as_their_runs_alone(task):
             np.testing.assert_allclose(
                 designs, reference, rtol=0, atol=TRAINING_ROUNDOFF * np.abs(reference).max()
             )
+        if name == "coms":
+            assert batched.alpha_ == pytest.approx(one.alpha_, rel=TRAINING_ROUNDOFF)
     # Different seeds stay different: the batch does not tie them together.
-    assert not torch.equal(_flat(batch[0].net_), _flat(batch[1].net_))
+    assert not torch.equal(_flat(getattr(batch[0], network)), _flat(getattr(batch[1], network)))
 
 
-def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(tmp_path, monkeypatch):
+def test_a_batched_mins_step_has_each_seeds_gradients_within_roundoff():
+    from matchopt.methods.mins import ConditionalMLP, generator_loss, wgan_gp_loss
+
+    generator = torch.Generator().manual_seed(3)
+    critics = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        critics.append(ConditionalMLP(5, 1, (16, 16), 8))
+    stack = SeedStack(critics)
+    x_real, x_fake = (
+        torch.randn(2, 12, 5, generator=generator),
+        torch.randn(2, 12, 5, generator=generator),
+    )
+    y, w = torch.randn(2, 12, generator=generator), torch.rand(2, 12, generator=generator)
+    e = torch.rand(2, 12, 1, generator=generator)
+    losses = wgan_gp_loss(stack, x_real, x_fake, y, w, 10.0, e)
+    (losses.sum() + generator_loss(stack, x_fake, y, w).sum()).backward()
+    for k, critic in enumerate(critics):
+        alone = wgan_gp_loss(critic, x_real[k], x_fake[k], y[k], w[k], 10.0, e[k])
+        (alone + generator_loss(critic, x_fake[k], y[k], w[k])).backward()
+        assert losses[k].item() == pytest.approx(alone.item(), rel=1e-5)
+        for p, stacked in zip(critic.parameters(), stack.stacked):
+            # Three layers of at most 24 terms, a double backward, 36 rows summed.
+            bound = SAFETY * 8 * dot_roundoff(24 * 36, torch.float32)
+            assert (stacked.grad[k] - p.grad).abs().max() <= bound * p.grad.abs().max()
+
+
+@pytest.mark.parametrize(("name", "network", "module", "hook"), RESUMABLE)
+def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
+    tmp_path, monkeypatch, name, network, module, hook
+):
     data = load_task("styblinski-tang").offline
     settings = {"epochs": 6}
 
     def batch(snapshot=None):
-        methods = [make_method("ddom", "quick", settings, seed=s) for s in (2, 5)]
+        methods = [make_method(name, "quick", settings, seed=s) for s in (2, 5)]
         if snapshot is not None:
             methods[0].resume_from(snapshot, every=0)
-        return Ddom.fit_seeds(methods, data)
+        return type(methods[0]).fit_seeds(methods, data)
 
     reference = batch()
-    real, calls = ddom_module.denoising_loss, []
+    real, calls = getattr(module, hook), []
     steps_per_epoch = -(-len(data) // 128)
 
     def interrupted(*args, **kwargs):
@@ -110,21 +159,21 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(tmp_path, mo
         return real(*args, **kwargs)
 
     snapshot = tmp_path / "batch.pt"
-    monkeypatch.setattr(ddom_module, "denoising_loss", interrupted)
+    monkeypatch.setattr(module, hook, interrupted)
     with pytest.raises(KeyboardInterrupt):
         batch(snapshot)
     assert snapshot.is_file()
     counted = []
-    monkeypatch.setattr(
-        ddom_module, "denoising_loss", lambda *a, **k: counted.append(1) or real(*a, **k)
-    )
+    monkeypatch.setattr(module, hook, lambda *a, **k: counted.append(1) or real(*a, **k))
     resumed = batch(snapshot)
     assert len(counted) == 2 * steps_per_epoch  # only the fifth and sixth epochs train
     for one, again in zip(reference, resumed):
         np.testing.assert_array_equal(again.propose(16), one.propose(16))
         assert again.losses_ == one.losses_
+        if name == "coms":
+            assert again.alpha_ == one.alpha_
     # A snapshot of one seed's run is not the batch's (and the reverse): nothing resumes.
-    single = make_method("ddom", "quick", settings, seed=2).resume_from(snapshot, every=0)
+    single = make_method(name, "quick", settings, seed=2).resume_from(snapshot, every=0)
     counted.clear()
     single.fit(data)
     assert len(counted) == 6 * steps_per_epoch

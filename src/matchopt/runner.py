@@ -53,13 +53,7 @@ def run(
     Returns:
         The run record and the designs (n_designs x shape).
     """
-    resolve_device(device)  # an unknown or absent device fails here, before any data is read
-    # The commit is read now, as the code is loaded: a checkout may move on while a run trains
-    # for hours, and the record names the code that ran (cached for the process).
-    source_commit()
-    if isinstance(n_designs, bool) or not isinstance(n_designs, (int, np.integer)) or n_designs < 1:
-        raise MatchoptError(f"n_designs must be an integer >= 1, got {n_designs!r}")
-    task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
+    task_obj = _start(task, data_dir, n_designs, device)
     solver = make_method(method, preset, overrides, seed=seed, progress=progress, device=device)
     if snapshot is not None:
         solver.resume_from(snapshot)
@@ -67,6 +61,19 @@ def run(
         solver.share_ensembles(ensemble_cache)
     with limit_threads(threads):
         return _run(task_obj, solver, method, seed, preset, n_designs)
+
+
+def _start(
+    task: str | Task, data_dir: str | os.PathLike | None, n_designs: int, device: str | None
+) -> Task:
+    """Checks before a run (or a batch of seeds) reads any data, then its task."""
+    resolve_device(device)  # an unknown or absent device fails here, before any data is read
+    # The commit is read now, as the code is loaded: a checkout may move on while a run trains
+    # for hours, and the record names the code that ran (cached for the process).
+    source_commit()
+    if isinstance(n_designs, bool) or not isinstance(n_designs, (int, np.integer)) or n_designs < 1:
+        raise MatchoptError(f"n_designs must be an integer >= 1, got {n_designs!r}")
+    return task if isinstance(task, Task) else load_task(task, data_dir)
 
 
 def _run(
@@ -106,11 +113,7 @@ def run_seeds(
     A record's ``fit_seconds`` is its share of the batch's training (the batch's seconds over
     its seeds); ``extra.seed_batch`` holds the seeds trained together and the batch's seconds.
     """
-    resolve_device(device)
-    source_commit()
-    if isinstance(n_designs, bool) or not isinstance(n_designs, (int, np.integer)) or n_designs < 1:
-        raise MatchoptError(f"n_designs must be an integer >= 1, got {n_designs!r}")
-    task_obj = task if isinstance(task, Task) else load_task(task, data_dir)
+    task_obj = _start(task, data_dir, n_designs, device)
     solvers = [
         make_method(method, preset, overrides, seed=seed, progress=progress, device=device)
         for seed in seeds

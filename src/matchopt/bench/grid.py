@@ -302,7 +302,7 @@ def run_grid(
             also the running cell's own bars (its training epochs).
         threads: compute threads of each cell; default :func:`~matchopt.runtime.default_threads`
             but at most cores // workers (so that cells never share a core).
-        batch_seeds: train the unfinished seeds of a method that batches seeds (DDOM) as one
+        batch_seeds: train the unfinished seeds of a method that batches seeds (DDOM, COMs) as one
             batch (:func:`plan_jobs`): on a GPU one step for all of them; each seed's record
             as its own run gives it, up to float round-off.
     """

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,8 +45,9 @@ from tqdm.auto import tqdm
 from matchopt.checkpoints import LoopSnapshots, state_problem
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method, by_design_type
+from matchopt.methods.base import Method, SeedBatch, by_design_type, seed_losses_check
 from matchopt.models import LossTotal, adam, mlp_layers
+from matchopt.models.stacked import SeedStack, per_seed
 from matchopt.runtime import seeded_torch_rng
 from matchopt.search import gradient_ascent
 
@@ -158,9 +159,12 @@ class Coms(Method):
 
     config_class = ComsConfig
     resumable = True
+    batches_seeds = True
     presets = {"paper": {}, "quick": QUICK}
 
-    def fit(self, data: OfflineData) -> Coms:
+    def _prepare(self, data: OfflineData) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+        """Encoder, then the training tensors on the device (features N x d, normalized scores
+        N), the overestimation limit tau and the ascent step ``particle_lr * sqrt(d)``."""
         config = self.config_
         discrete = data.space.is_discrete
         normalize_x = by_design_type(config.normalize_x, discrete, False, True)
@@ -170,11 +174,19 @@ class Coms(Method):
         device = self.device_
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(device)
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(device)
-        step_size = particle_lr * math.sqrt(features.shape[1])
+        return features, scores, tau, particle_lr * math.sqrt(features.shape[1])
 
-        generator = torch.Generator().manual_seed(self.seed)  # batch orders, on the CPU
+    def _new_model(self, dim: int) -> nn.Module:
+        """The seed's untrained model (initialized on the CPU: the same on every device)."""
         with seeded_torch_rng(self.seed):
-            model = mlp_layers(features.shape[1], config.hidden, 1, "relu").to(device)
+            return mlp_layers(dim, self.config_.hidden, 1, "relu").to(self.device_)
+
+    def fit(self, data: OfflineData) -> Coms:
+        config = self.config_
+        features, scores, tau, step_size = self._prepare(data)
+        device = features.device
+        generator = torch.Generator().manual_seed(self.seed)  # batch orders, on the CPU
+        model = self._new_model(features.shape[1])
         log_alpha = nn.Parameter(torch.tensor(math.log(config.initial_alpha), device=device))
         optimizer = adam(model.parameters(), lr=config.lr)
         alpha_optimizer = adam([log_alpha], lr=config.alpha_lr)
@@ -245,6 +257,93 @@ class Coms(Method):
         self.step_size_ = step_size
         self.data_ = data
         return self
+
+    @classmethod
+    def _fit_seeds(cls, methods: Sequence[Coms], data: OfflineData, run: SeedBatch) -> None:
+        """:meth:`fit` of every seed at once: the seeds' models as one :class:`SeedStack` (the
+        negatives of all seeds in one ascent: a seed's output depends on its own inputs only),
+        one log alpha per seed, each seed's batch order from its own generator."""
+        first = methods[0]
+        config = first.config_
+        features, scores, tau, step_size = first._prepare(data)
+        for method in methods[1:]:
+            method.encoder_ = first.encoder_
+        device, n_rows = features.device, len(features)
+        generators = [torch.Generator().manual_seed(m.seed) for m in methods]
+        models = [m._new_model(features.shape[1]) for m in methods]
+        stack = SeedStack(models)
+        start_alpha = torch.full((len(methods),), math.log(config.initial_alpha), device=device)
+        log_alpha = nn.Parameter(start_alpha)
+        optimizer = adam(stack.parameters(), lr=config.lr)
+        alpha_optimizer = adam([log_alpha], lr=config.alpha_lr)
+
+        def losses_of_one(net, log_alpha, x, y, x_neg):  # noqa: ANN001, ANN202 (one seed's slice)
+            return conservative_losses(net, log_alpha, x, y, x_neg, tau)
+
+        losses_of_all = per_seed(losses_of_one, stack)
+        losses: list[list[float]] = [[] for _ in methods]
+        generator_parts = {f"noise{k}": g for k, g in enumerate(generators)}
+        snapshots = LoopSnapshots(
+            run,
+            data,
+            model=stack,
+            optimizer=optimizer,
+            alpha_optimizer=alpha_optimizer,
+            **generator_parts,
+        )
+        seeds_check = seed_losses_check(len(methods))
+
+        def check(values: dict, epoch: int) -> str | None:
+            return seeds_check(values, epoch) or state_problem(
+                values.get("log_alpha"), log_alpha.detach(), "snapshot log_alpha"
+            )
+
+        start = snapshots.start(losses[0], config.epochs, check)
+        if snapshots.saved:
+            losses = snapshots.saved["seed_losses"]
+            with torch.no_grad():
+                log_alpha.copy_(snapshots.saved["log_alpha"])
+        bar = tqdm(
+            range(start, config.epochs),
+            initial=start,
+            total=config.epochs,
+            desc=f"COMs training ({len(methods)} seeds)",
+            unit="epoch",
+            disable=not first.progress,
+            leave=False,
+        )
+        for epoch in bar:
+            orders = torch.stack([torch.randperm(n_rows, generator=g) for g in generators])
+            orders = orders.to(device)
+            totals = [LossTotal() for _ in methods]
+            for begin in range(0, n_rows, config.batch_size):
+                batch = orders[:, begin : begin + config.batch_size]  # seeds x B
+                x, y = features[batch], scores[batch]
+                x_neg = ascend(stack, x, config.train_steps, step_size)
+                model_loss, alpha_loss, _ = losses_of_all(log_alpha, x, y, x_neg)
+                optimizer.zero_grad()
+                alpha_optimizer.zero_grad()
+                (model_loss + alpha_loss).sum().backward()
+                optimizer.step()
+                alpha_optimizer.step()
+                for total, loss in zip(totals, model_loss):
+                    total.add(loss, batch.shape[1])
+            for own, total in zip(losses, totals):
+                own.append(total.value() / n_rows)
+            bar.set_postfix(loss=f"{losses[0][-1]:.4f}", refresh=False)
+            snapshots.save(
+                epoch + 1,
+                config.epochs,
+                losses=list(losses[0]),
+                seed_losses=[list(own) for own in losses],
+                log_alpha=log_alpha.detach().clone(),
+            )
+        bar.close()
+        stack.unstack_into(models)
+        for k, (method, model) in enumerate(zip(methods, models)):
+            method.model_, method.losses_ = model, losses[k]
+            method.alpha_ = float(log_alpha.detach()[k].exp())
+            method.step_size_, method.data_ = step_size, data
 
     def proposal_cap(self, n_rows: int) -> int | None:
         """The search starts from the top offline rows: at most one design per row."""

@@ -46,6 +46,7 @@ Deviations from baselines.md / design-baselines:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,9 +57,10 @@ from tqdm.auto import tqdm
 from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
+from matchopt.methods.base import Method, SeedBatch, seed_losses_check
 from matchopt.models import LossTotal, adam
 from matchopt.models.sampling import gumbel_noise
+from matchopt.models.stacked import SeedDraws, SeedStack
 from matchopt.runtime import seeded_torch_rng
 from matchopt.weighting import score_bin_weights
 
@@ -160,7 +162,16 @@ def gumbel_softmax(
         temperature: relaxation temperature (-> 0: a one-hot categorical sample).
         generator: source of the Gumbel noise.
     """
-    noise = gumbel_noise(log_probs.shape, generator, log_probs.device)
+    return relaxed_onehot(
+        log_probs, temperature, gumbel_noise(log_probs.shape, generator, log_probs.device)
+    )
+
+
+def relaxed_onehot(
+    log_probs: torch.Tensor, temperature: float, noise: torch.Tensor
+) -> torch.Tensor:
+    """``softmax((log_probs + noise) / temperature)`` over the last dimension, for Gumbel
+    ``noise`` of the same shape (:func:`gumbel_softmax` with its noise drawn)."""
     return torch.softmax((log_probs + noise) / temperature, dim=-1)
 
 
@@ -189,22 +200,46 @@ def critic_loss(
         penalty_weight: weight of the gradient penalty.
         generator: source of the interpolation coefficients.
     """
-    n = len(x_real)
-    e = torch.rand(n, 1, generator=generator).to(x_real.device)
+    e = torch.rand(len(x_real), 1, generator=generator).to(x_real.device)
+    return wgan_gp_loss(critic, x_real, x_fake, y, w, penalty_weight, e)
+
+
+def wgan_gp_loss(
+    critic: nn.Module,
+    x_real: torch.Tensor,
+    x_fake: torch.Tensor,
+    y: torch.Tensor,
+    w: torch.Tensor,
+    penalty_weight: float,
+    e: torch.Tensor,
+) -> torch.Tensor:
+    """:func:`critic_loss` with its interpolation coefficients ``e`` (n x 1) given.
+
+    Shape-agnostic: with a leading seed dimension on every argument (a
+    :class:`~matchopt.models.stacked.SeedStack` critic) it returns each seed's loss; a seed's
+    penalty gradient is its own, since a seed's output depends on its own inputs only.
+    """
+    n = x_real.shape[-2]
     x_mix = (e * x_real + (1 - e) * x_fake).requires_grad_(True)
     # One pass over real, fake and mixed rows (LayerNorm acts per row, so rows do not interact).
-    out = critic(torch.cat([x_real, x_fake, x_mix]), y.repeat(3))[:, 0]
-    d_real, d_fake, d_mix = out[:n], out[n : 2 * n], out[2 * n :]
+    out = critic(torch.cat([x_real, x_fake, x_mix], -2), torch.cat([y, y, y], -1))[..., 0]
+    d_real, d_fake, d_mix = out[..., :n], out[..., n : 2 * n], out[..., 2 * n :]
     (grad,) = torch.autograd.grad(d_mix.sum(), x_mix, create_graph=True)
-    penalty = (1.0 - grad.norm(dim=1)) ** 2
-    return (w * (d_fake - d_real + penalty_weight * penalty)).mean()
+    penalty = (1.0 - grad.norm(dim=-1)) ** 2
+    return _mean_over_rows(w * (d_fake - d_real + penalty_weight * penalty))
+
+
+def _mean_over_rows(values: torch.Tensor) -> torch.Tensor:
+    """The mean over a batch's rows (the last dimension): of each seed, for a batch of seeds."""
+    return values.mean() if values.dim() == 1 else values.mean(-1)
 
 
 def generator_loss(
     critic: nn.Module, x_fake: torch.Tensor, y: torch.Tensor, w: torch.Tensor
 ) -> torch.Tensor:
-    """Weighted generator loss ``mean_i w_i * -D(x_fake_i, y_i)``."""
-    return -(w * critic(x_fake, y)[:, 0]).mean()
+    """Weighted generator loss ``mean_i w_i * -D(x_fake_i, y_i)`` (shape-agnostic, as
+    :func:`wgan_gp_loss`)."""
+    return -_mean_over_rows(w * critic(x_fake, y)[..., 0])
 
 
 # --- 3. The method -----------------------------------------------------------------------------
@@ -228,6 +263,7 @@ class Mins(Method):
 
     config_class = MinsConfig
     resumable = True
+    batches_seeds = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _real_features(self, data: OfflineData) -> np.ndarray:
@@ -238,30 +274,32 @@ class Mins(Method):
         return self.encoder_.encode_x(data.x)
 
     def _generate(
-        self, z: torch.Tensor, y: torch.Tensor, temperature: float, noise: torch.Generator
+        self, generator: nn.Module, z: torch.Tensor, y: torch.Tensor, tau: float, draws: SeedDraws
     ) -> torch.Tensor:
-        """Generator samples (n x d): features, or relaxed one-hot tokens at ``temperature``."""
-        out = self.generator_(z, y)
+        """Generator samples (n x d): features, or relaxed one-hot tokens at temperature ``tau``
+        (shape-agnostic: a seed dimension first, for a batch of seeds)."""
+        out = generator(z, y)
         if not self.data_.space.is_discrete:
             return out
         k = self.data_.space.vocab_size
-        log_probs = torch.log_softmax(out.view(len(z), -1, k), dim=-1)
-        return gumbel_softmax(log_probs, temperature, noise).view(len(z), -1)
+        log_probs = torch.log_softmax(out.view(*out.shape[:-1], -1, k), dim=-1)
+        noise = draws.gumbel(*log_probs.shape[-3:])
+        return relaxed_onehot(log_probs, tau, noise).view(out.shape)
 
-    def _relax_real(
-        self, x: torch.Tensor, temperature: float, noise: torch.Generator
-    ) -> torch.Tensor:
-        """Discrete designs: smoothed one-hot rows relaxed at ``temperature`` (design-baselines'
-        ``disc_noise``); continuous designs unchanged."""
+    def _relax_real(self, x: torch.Tensor, tau: float, draws: SeedDraws) -> torch.Tensor:
+        """Discrete designs: smoothed one-hot rows relaxed at temperature ``tau``
+        (design-baselines' ``disc_noise``); continuous designs unchanged."""
         if not self.data_.space.is_discrete:
             return x
         k, keep = self.data_.space.vocab_size, self.config_.keep
-        probs = keep * x.view(len(x), -1, k) + (1.0 - keep) / k
-        return gumbel_softmax(probs.log(), temperature, noise).view(len(x), -1)
+        probs = keep * x.view(*x.shape[:-1], -1, k) + (1.0 - keep) / k
+        noise = draws.gumbel(*probs.shape[-3:])
+        return relaxed_onehot(probs.log(), tau, noise).view(x.shape)
 
-    def fit(self, data: OfflineData) -> Mins:
+    def _prepare(self, data: OfflineData) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encoder, reweighting and the training tensors on the device: the critic's view of
+        the designs (N x d), z-scored scores (N,) and sample weights (N,)."""
         config = self.config_
-        device = self.device_
         self.data_ = data
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self._real_features(data))
@@ -269,80 +307,148 @@ class Mins(Method):
         self.weights_ = score_bin_weights(
             scores.numpy(), config.weight_temperature, config.n_bins, clip=config.weight_clip
         )
-        weights = torch.from_numpy(self.weights_).to(device)
-        features, scores = features.to(device), scores.to(device)
-        n_features = features.shape[1]
-        noise = torch.Generator().manual_seed(self.seed)
+        device = self.device_
+        return features.to(device), scores.to(device), torch.from_numpy(self.weights_).to(device)
+
+    def _new_networks(self, n_features: int) -> tuple[ConditionalMLP, ConditionalMLP]:
+        """The seed's untrained generator and critic (initialized on the CPU, then moved)."""
+        config = self.config_
         with seeded_torch_rng(self.seed):
-            self.generator_ = ConditionalMLP(
+            generator = ConditionalMLP(
                 config.latent_size,
                 n_features,
                 config.hidden,
                 config.embedding,
                 config.negative_slope,
             )
-            self.critic_ = ConditionalMLP(
+            critic = ConditionalMLP(
                 n_features, 1, config.hidden, config.embedding, config.negative_slope
             )
-        self.generator_.to(device)
-        self.critic_.to(device)
+        return generator.to(self.device_), critic.to(self.device_)
+
+    def fit(self, data: OfflineData) -> Mins:
+        features, scores, weights = self._prepare(data)
+        noise = torch.Generator().manual_seed(self.seed)
+        self.generator_, self.critic_ = self._new_networks(features.shape[1])
+        self.losses_: list[float] = []
+        draws = SeedDraws([noise], features.device, batched=False)
+        self._train(
+            self,
+            self.generator_,
+            self.critic_,
+            draws,
+            features,
+            scores,
+            weights,
+            [self.losses_],
+            {"noise": noise},
+        )
+        self.generator_.eval()
+        self.critic_.eval()
+        return self
+
+    @classmethod
+    def _fit_seeds(cls, methods: Sequence[Mins], data: OfflineData, run: SeedBatch) -> None:
+        """:meth:`fit` of every seed at once: the seeds' generators and critics as two
+        :class:`SeedStack`, each seed's draws from its own generator in its own order."""
+        first = methods[0]
+        features, scores, weights = first._prepare(data)
+        for method in methods[1:]:
+            method.data_, method.encoder_, method.weights_ = data, first.encoder_, first.weights_
+        noises = [torch.Generator().manual_seed(m.seed) for m in methods]
+        networks = [m._new_networks(features.shape[1]) for m in methods]
+        generators = SeedStack([g for g, _ in networks])
+        critics = SeedStack([c for _, c in networks])
+        losses: list[list[float]] = [[] for _ in methods]
+        draws = SeedDraws(noises, features.device, batched=True)
+        parts = {f"noise{k}": g for k, g in enumerate(noises)}
+        cls._train(first, generators, critics, draws, features, scores, weights, losses, parts, run)
+        generators.unstack_into([g for g, _ in networks])
+        critics.unstack_into([c for _, c in networks])
+        for method, (generator, critic), own in zip(methods, networks, losses):
+            method.generator_, method.critic_, method.losses_ = generator.eval(), critic.eval(), own
+
+    @staticmethod
+    def _train(
+        method: Mins,
+        generator: nn.Module,
+        critic: nn.Module,
+        draws: SeedDraws,
+        features: torch.Tensor,
+        scores: torch.Tensor,
+        weights: torch.Tensor,
+        losses: list[list[float]],
+        generator_parts: dict[str, torch.Generator],
+        run: SeedBatch | None = None,
+    ) -> None:
+        """The WGAN-GP training loop (module notes, 2) of one run, or of a batch of seeds
+        (``generator`` and ``critic`` :class:`SeedStack`, ``draws`` batched, ``run`` keying the
+        batch's snapshots); appends each seed's epoch losses to ``losses``."""
+        config = method.config_
         betas = (config.beta1, config.beta2)
-        g_opt = adam(self.generator_.parameters(), lr=config.lr, betas=betas)
-        d_opt = adam(self.critic_.parameters(), lr=config.lr, betas=betas)
+        g_opt = adam(generator.parameters(), lr=config.lr, betas=betas)
+        d_opt = adam(critic.parameters(), lr=config.lr, betas=betas)
         # Gumbel-softmax temperature of each epoch: linear from start to final (discrete only).
         temperatures = np.linspace(
             config.start_temperature, config.final_temperature, config.epochs
         )
-
-        self.losses_: list[float] = []
         snapshots = LoopSnapshots(
-            self,
-            data,
-            generator=self.generator_,
-            critic=self.critic_,
+            method if run is None else run,
+            method.data_,
+            generator=generator,
+            critic=critic,
             generator_optimizer=g_opt,
             critic_optimizer=d_opt,
-            noise=noise,
+            **generator_parts,
         )
-        start = snapshots.start(self.losses_, config.epochs)  # a killed run: go on
+        check = None if run is None else seed_losses_check(len(losses))
+        start = snapshots.start(losses[0], config.epochs, check)  # a killed run: go on
+        if run is not None and snapshots.saved:
+            losses[:] = snapshots.saved["seed_losses"]
         bar = tqdm(
             range(start, config.epochs),
             initial=start,
             total=config.epochs,
-            desc="MINs training",
+            desc="MINs training" + ("" if run is None else f" ({len(losses)} seeds)"),
             unit="epoch",
-            disable=not self.progress,
+            disable=not method.progress,
             leave=False,
         )
+        n_rows = len(features)
         for epoch in bar:
             tau = float(temperatures[epoch])
-            order = torch.randperm(len(features), generator=noise).to(device)
-            total = LossTotal()
-            for step, batch in enumerate(order.split(config.batch_size)):
-                x_real = self._relax_real(features[batch], tau, noise)
+            order = draws.randperm(n_rows)
+            totals = [LossTotal() for _ in losses]
+            for step, batch in enumerate(order.split(config.batch_size, dim=-1)):
+                rows = batch.shape[-1]
+                x_real = method._relax_real(features[batch], tau, draws)
                 y, w = scores[batch], weights[batch]
                 with torch.no_grad():
-                    z = torch.randn(len(batch), config.latent_size, generator=noise).to(device)
-                    x_fake = self._generate(z, y, tau, noise)
+                    z = draws.randn(rows, config.latent_size)
+                    x_fake = method._generate(generator, z, y, tau, draws)
                 d_opt.zero_grad()
-                loss = critic_loss(self.critic_, x_real, x_fake, y, w, config.penalty_weight, noise)
-                loss.backward()
+                e = draws.rand(rows, 1)  # where the single run's critic_loss drew it
+                loss = wgan_gp_loss(critic, x_real, x_fake, y, w, config.penalty_weight, e)
+                loss.sum().backward()
                 d_opt.step()
-                total.add(loss, len(batch))
+                for total, value in zip(totals, loss.reshape(-1)):
+                    total.add(value, rows)
                 if step % config.critic_steps == 0:
-                    self.critic_.requires_grad_(False)
+                    critic.requires_grad_(False)
                     g_opt.zero_grad()
-                    z = torch.randn(len(batch), config.latent_size, generator=noise).to(device)
-                    generator_loss(self.critic_, self._generate(z, y, tau, noise), y, w).backward()
+                    z = draws.randn(rows, config.latent_size)
+                    fake = method._generate(generator, z, y, tau, draws)
+                    generator_loss(critic, fake, y, w).sum().backward()
                     g_opt.step()
-                    self.critic_.requires_grad_(True)
-            self.losses_.append(total.value() / len(features))
-            bar.set_postfix(critic_loss=f"{self.losses_[-1]:.4f}", refresh=False)
-            snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
+                    critic.requires_grad_(True)
+            for own, total in zip(losses, totals):
+                own.append(total.value() / n_rows)
+            bar.set_postfix(critic_loss=f"{losses[0][-1]:.4f}", refresh=False)
+            values = {"losses": list(losses[0])}
+            if run is not None:
+                values["seed_losses"] = [list(own) for own in losses]
+            snapshots.save(epoch + 1, config.epochs, **values)
         bar.close()
-        self.generator_.eval()
-        self.critic_.eval()
-        return self
 
     @torch.no_grad()
     def propose(self, n: int = 128) -> np.ndarray:

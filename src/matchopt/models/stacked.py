@@ -25,6 +25,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from matchopt.errors import MatchoptError
+from matchopt.models.sampling import gumbel_noise
 
 
 class SeedStack(nn.Module):
@@ -107,3 +108,42 @@ def per_seed(fn: Any, stack: SeedStack) -> Any:
         return vmap(one)(tuple(stack.stacked), *args)
 
     return batched
+
+
+class SeedDraws:
+    """The random draws of one run, or of a batch of seeds trained together.
+
+    Each seed draws from its own generator, on the CPU, in the order its run alone draws, then
+    the draws move to ``device``. One run (``batched`` False) gets its draws as its own code
+    would make them; a batch gets every seed's draw of the same kind stacked on a leading seed
+    dimension. Training code written with these draws and shape-agnostic losses serves both.
+
+    Args:
+        generators: one per seed (one for a single run).
+        device: where the draws go.
+        batched: stack the draws on a seed dimension (else exactly one generator).
+    """
+
+    def __init__(self, generators: Sequence[torch.Generator], device: torch.device, batched: bool):
+        if not batched and len(generators) != 1:
+            raise MatchoptError("draws of one run take one generator")
+        self.generators = list(generators)
+        self.device = device
+        self.batched = batched
+
+    def _each(self, draw: Any) -> torch.Tensor:
+        drawn = [draw(generator) for generator in self.generators]
+        return (torch.stack(drawn) if self.batched else drawn[0]).to(self.device)
+
+    def randperm(self, n: int) -> torch.Tensor:
+        return self._each(lambda g: torch.randperm(n, generator=g))
+
+    def randn(self, *shape: int) -> torch.Tensor:
+        return self._each(lambda g: torch.randn(shape, generator=g))
+
+    def rand(self, *shape: int) -> torch.Tensor:
+        return self._each(lambda g: torch.rand(shape, generator=g))
+
+    def gumbel(self, *shape: int) -> torch.Tensor:
+        """Standard Gumbel noise (:func:`~matchopt.models.sampling.gumbel_noise`)."""
+        return self._each(lambda g: gumbel_noise(shape, g, self.device))
