@@ -7,7 +7,8 @@
 #   bash benchmarks/dev_suite.sh            # both lanes, then the report
 #   LANE=candidates bash benchmarks/dev_suite.sh   # one lane only (candidates |
 #                                                  # hopper-candidates | baselines |
-#                                                  # round3 | round3-hopper)
+#                                                  # round3 | round3-hopper |
+#                                                  # round4 | round4-hopper)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -77,12 +78,29 @@ round3_hopper() {
         --out "$OUT/candidates-r3-hopper" --threads 1 --workers 1
 }
 
+round4() {
+    # Round 4's candidate (docs/suite.md) with round 2's seeds, as round 3.
+    $MATCHOPT bench --tasks styblinski-tang,hartmann6,rosenbrock20,levy40 \
+        --methods matchopt-ens-mix --seeds 0,1,2 --out "$OUT/candidates-r4" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts,ehrlich-4x16,ehrlich-4x32,ehrlich-20x64 \
+        --methods matchopt-ens-mix --seeds 0,1,2 --out "$OUT/candidates-r4" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods matchopt-ens-mix \
+        --seeds 3 --out "$OUT/candidates-r4" --threads 1 --workers 1
+}
+
+round4_hopper() {
+    $MATCHOPT bench --tasks hopper-local --methods matchopt-ens-mix --seeds 0,1,2 \
+        --out "$OUT/candidates-r4-hopper" --threads 1 --workers 1
+}
+
 case "$LANE" in
     candidates) candidates ;;
     hopper-candidates) hopper_candidates ;;
     baselines) baselines ;;
     round3) round3 ;;
     round3-hopper) round3_hopper ;;
+    round4) round4 ;;
+    round4-hopper) round4_hopper ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -97,6 +115,6 @@ case "$LANE" in
         ;;
 esac
 
-$MATCHOPT report "$OUT" --methods "matchopt-ens-l2,matchopt-ens,matchopt-ens-rank,$COMPARED_BASELINES" \
+$MATCHOPT report "$OUT" --methods "matchopt-ens-l2,matchopt-ens,matchopt-ens-rank,matchopt-ens-mix,$COMPARED_BASELINES" \
     --plots "$OUT-figures" > "$OUT-report.md"
 echo "report: $OUT-report.md, figures in $OUT-figures"

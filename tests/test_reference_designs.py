@@ -34,7 +34,7 @@ ROUNDING_CHANGED = {
 
 
 #: Methods registered after the designs above were stored.
-NEWER = {"matchopt-ens", "matchopt-ens-rank", "matchopt-ens-l2"}
+NEWER = {"matchopt-ens", "matchopt-ens-rank", "matchopt-ens-l2", "matchopt-ens-mix"}
 
 
 def same_designs(key: str, before: np.ndarray, after: np.ndarray) -> bool:

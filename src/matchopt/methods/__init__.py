@@ -47,6 +47,12 @@ METHODS: dict[str, MethodEntry] = {
         "starts (development suite, round 3)",
         {"trust_radius_l2": 4.0},
     ),
+    "matchopt-ens-mix": MethodEntry(
+        MatchOptEnsemble,
+        "matchopt-ens-l2 with 16 of the designs from a bolder search (pessimism 0, no "
+        "per-feature radius; development suite, round 4)",
+        {"trust_radius_l2": 4.0, "bold_designs": 16},
+    ),
     "coms": MethodEntry(Coms, "COMs: conservative objective model + gradient ascent"),
     "bdi": MethodEntry(BDI, "BDI: bidirectional NTK losses minimized from the top designs"),
     "roma": MethodEntry(Roma, "RoMA: robust warm-up + search with model adaptation"),

@@ -67,17 +67,6 @@ class SeedStack(nn.Module):
 
         return vmap(one)(tuple(self.stacked), *inputs)
 
-    def module_of(self, seed_index: int) -> Any:
-        """A callable that runs seed ``seed_index``'s slice of the stack alone (for code that
-        takes a network, e.g. a loss), differentiable in the stacked parameters."""
-        template, names = self._template[0], self.names
-
-        def call(*args: torch.Tensor) -> Any:
-            params = {n: p[seed_index] for n, p in zip(names, self.stacked)}
-            return functional_call(template, params, args)
-
-        return call
-
     @torch.no_grad()
     def unstack_into(self, modules: Sequence[nn.Module]) -> None:
         """Copy each seed's parameters back into its module (same order as given)."""
