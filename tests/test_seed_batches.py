@@ -33,6 +33,7 @@ from matchopt.tasks import load_task
 TRAINING_ROUNDOFF = 2**10 * torch.finfo(torch.float32).eps / 2
 
 
+@pytest.mark.numerics
 def test_a_stack_gives_each_seeds_module_its_output_and_gradient_within_roundoff():
     generator = torch.Generator().manual_seed(0)
     nets = []
@@ -84,6 +85,7 @@ BATCHED = [
 RESUMABLE = [*BATCHED, ("mins", "generator_", mins_module, "wgan_gp_loss")]
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("task", ["styblinski-tang", "potts"])
 @pytest.mark.parametrize(("name", "network", "module", "hook"), BATCHED)
 def test_batched_seeds_train_as_their_runs_alone(task, name, network, module, hook):
@@ -108,6 +110,7 @@ def test_batched_seeds_train_as_their_runs_alone(task, name, network, module, ho
     assert not torch.equal(_flat(getattr(batch[0], network)), _flat(getattr(batch[1], network)))
 
 
+@pytest.mark.numerics
 def test_a_batched_mins_step_has_each_seeds_gradients_within_roundoff():
     from matchopt.methods.mins import ConditionalMLP, generator_loss, wgan_gp_loss
 
@@ -200,6 +203,7 @@ def test_fit_seeds_refuses_mixed_batches_and_fits_other_methods_one_by_one():
         )
 
 
+@pytest.mark.numerics
 def test_bench_batches_seeds_only_when_asked_and_records_say_so(tmp_path):
     grid = Grid(tasks=["styblinski-tang"], methods=["ddom", "random"], seeds=[0, 1], preset="quick")
     jobs = plan_jobs(grid.cells(), tmp_path, batch_seeds=True)
