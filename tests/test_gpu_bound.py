@@ -1,0 +1,81 @@
+"""benchmarks/gpu_bound.py: the budget plan of the GPU grid, and one timed row (quick to run)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_gpu_bound():
+    spec = importlib.util.spec_from_file_location("gpu_bound", ROOT / "benchmarks" / "gpu_bound.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def row(method: str, minutes: float, device: str = "cuda") -> dict:
+    return {"method": method, "device": device, "expected_4_seeds_minutes": minutes}
+
+
+def test_the_plan_keeps_the_cheapest_methods_that_fit_the_budget(capsys):
+    gpu_bound = load_gpu_bound()
+    rows = [row("bonet", 30.0), row("mins", 3.0), row("coms", 4.0), row("ddom", 2.5)]
+    assert gpu_bound.plan(rows, budget_seconds=600) == ["ddom", "mins", "coms"]
+    out = capsys.readouterr().out
+    assert "bonet" in out and "over the budget: left out" in out
+    assert "plan on cuda: ddom,mins,coms, 9.5 min expected of 10.0" in out
+    assert gpu_bound.plan(rows, budget_seconds=600, keep_all=True) == [
+        "ddom",
+        "mins",
+        "coms",
+        "bonet",
+    ]
+    assert gpu_bound.plan(rows, budget_seconds=60) == []
+    # Rows of other devices (the CPU's, measured first) are not the plan's.
+    assert gpu_bound.plan([row("ddom", 1.0, "cpu"), row("ddom", 500.0)], 600) == []
+
+
+def test_steps_per_epoch_follow_the_data_or_bonets_windows():
+    gpu_bound = load_gpu_bound()
+    from matchopt.methods import make_method
+
+    assert gpu_bound.steps_per_epoch("ddom", make_method("ddom").config_, 32_898) == 258
+    bonet = make_method("bonet").config_  # 800 trajectories x 128 points, batches of 128
+    assert gpu_bound.steps_per_epoch("bonet", bonet, 32_898) == 800
+
+
+@pytest.mark.parametrize("script", ["gpu_grid.sh", "dev_suite.sh"])
+def test_the_benchmark_scripts_parse(script):
+    subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / script)], check=True)
+
+
+def test_a_timed_row_and_its_plan_file(tmp_path):
+    plan_file = tmp_path / "plan.txt"
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu_bound.py"),
+            "--methods",
+            "ddom",
+            "--steps",
+            "1",
+            "--devices",
+            "cpu",
+            "--budget",
+            "1e9",
+            "--plan-file",
+            str(plan_file),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout
+    assert "ddom      cpu" in out and "seeds batched" in out
+    assert plan_file.read_text() == "ddom"
