@@ -115,6 +115,6 @@ case "$LANE" in
         ;;
 esac
 
-$MATCHOPT report "$OUT" --methods "matchopt-ens-l2,matchopt-ens,matchopt-ens-rank,matchopt-ens-mix,$COMPARED_BASELINES" \
+$MATCHOPT report "$OUT" --methods "matchopt-ens-mix,matchopt-ens-l2,matchopt-ens,matchopt-ens-rank,$COMPARED_BASELINES" \
     --plots "$OUT-figures" > "$OUT-report.md"
 echo "report: $OUT-report.md, figures in $OUT-figures"
