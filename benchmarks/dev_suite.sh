@@ -62,45 +62,31 @@ baselines() {
         --seeds 0,1,2 --out "$OUT/hopper" --threads 1 --workers 1
 }
 
-round3() {
-    # Round 3's candidate (docs/suite.md) with round 2's seeds: the continuous tasks first (the
-    # trust region only bounds continuous searches), then the token tasks.
+later_round() {
+    # A later round's candidate $1 (docs/suite.md) with round 2's seeds into $OUT/$2: the
+    # continuous tasks first (the trust regions bound continuous searches only), then the token
+    # tasks, then seed 3.
     $MATCHOPT bench --tasks styblinski-tang,hartmann6,rosenbrock20,levy40 \
-        --methods matchopt-ens-l2 --seeds 0,1,2 --out "$OUT/candidates-r3" --threads 1 --workers 1
+        --methods "$1" --seeds 0,1,2 --out "$OUT/$2" --threads 1 --workers 1
     $MATCHOPT bench --tasks tfbind8,potts,ehrlich-4x16,ehrlich-4x32,ehrlich-20x64 \
-        --methods matchopt-ens-l2 --seeds 0,1,2 --out "$OUT/candidates-r3" --threads 1 --workers 1
-    $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods matchopt-ens-l2 \
-        --seeds 3 --out "$OUT/candidates-r3" --threads 1 --workers 1
+        --methods "$1" --seeds 0,1,2 --out "$OUT/$2" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods "$1" \
+        --seeds 3 --out "$OUT/$2" --threads 1 --workers 1
 }
 
-round3_hopper() {
-    $MATCHOPT bench --tasks hopper-local --methods matchopt-ens-l2 --seeds 0,1,2 \
-        --out "$OUT/candidates-r3-hopper" --threads 1 --workers 1
-}
-
-round4() {
-    # Round 4's candidate (docs/suite.md) with round 2's seeds, as round 3.
-    $MATCHOPT bench --tasks styblinski-tang,hartmann6,rosenbrock20,levy40 \
-        --methods matchopt-ens-mix --seeds 0,1,2 --out "$OUT/candidates-r4" --threads 1 --workers 1
-    $MATCHOPT bench --tasks tfbind8,potts,ehrlich-4x16,ehrlich-4x32,ehrlich-20x64 \
-        --methods matchopt-ens-mix --seeds 0,1,2 --out "$OUT/candidates-r4" --threads 1 --workers 1
-    $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods matchopt-ens-mix \
-        --seeds 3 --out "$OUT/candidates-r4" --threads 1 --workers 1
-}
-
-round4_hopper() {
-    $MATCHOPT bench --tasks hopper-local --methods matchopt-ens-mix --seeds 0,1,2 \
-        --out "$OUT/candidates-r4-hopper" --threads 1 --workers 1
+later_round_hopper() {
+    $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
+        --out "$OUT/$2-hopper" --threads 1 --workers 1
 }
 
 case "$LANE" in
     candidates) candidates ;;
     hopper-candidates) hopper_candidates ;;
     baselines) baselines ;;
-    round3) round3 ;;
-    round3-hopper) round3_hopper ;;
-    round4) round4 ;;
-    round4-hopper) round4_hopper ;;
+    round3) later_round matchopt-ens-l2 candidates-r3 ;;
+    round3-hopper) later_round_hopper matchopt-ens-l2 candidates-r3 ;;
+    round4) later_round matchopt-ens-mix candidates-r4 ;;
+    round4-hopper) later_round_hopper matchopt-ens-mix candidates-r4 ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!

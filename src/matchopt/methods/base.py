@@ -192,15 +192,13 @@ class Method(ABC):
             return methods
         run = SeedBatch(cls.__name__, first.config_, tuple(seeds), first.training_checkpoint)
         for method in methods:
-            for name in _learned_names(method):
-                delattr(method, name)
+            _forget(method)
         try:
             with default_threads_unless_chosen():
                 cls._fit_seeds(methods, data, run)
         except BaseException:  # all or nothing, as fit
             for method in methods:
-                for name in _learned_names(method):
-                    delattr(method, name)
+                _forget(method)
             raise
         return methods
 
@@ -416,6 +414,12 @@ class Method(ABC):
         return method
 
 
+def _forget(method: Method) -> None:
+    """Delete what ``fit`` learned (:func:`_learned_names`)."""
+    for name in _learned_names(method):
+        delattr(method, name)
+
+
 def _learned_names(method: Method) -> list[str]:
     return [k for k in vars(method) if k.endswith("_") and not k.startswith("_")]
 
@@ -445,15 +449,13 @@ def _all_or_nothing(fit: Callable[..., Method]) -> Callable[..., Method]:
     def wrapped(self: Method, *args: Any, **kwargs: Any) -> Method:
         outermost = not self.__dict__.get("_fit_depth", 0)
         if outermost:
-            for name in _learned_names(self):
-                delattr(self, name)
+            _forget(self)
         self._fit_depth = self.__dict__.get("_fit_depth", 0) + 1
         try:
             return fit(self, *args, **kwargs)
         except BaseException:
             if outermost:
-                for name in _learned_names(self):
-                    delattr(self, name)
+                _forget(self)
             raise
         finally:
             self._fit_depth -= 1
