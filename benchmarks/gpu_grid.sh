@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The GPU-bound cells of the paper table (issues 12, 28): BONET, COMs, MINs and DDOM on
-# TF-Bind-8, 4 seeds, paper preset, on one CUDA GPU. Records name the device
+# The GPU-bound cells of the paper table (issues 12, 28): BONET, COMs, MINs, DDOM and the Gaussian
+# ensemble of Ens-Mean, Ens-Min and GA on TF-Bind-8, 4 seeds, paper preset, on one CUDA GPU. Records name the device
 # (extra.environment.device and .gpu). One prepared command for a lent GPU machine:
 #
 #   bash benchmarks/gpu_grid.sh
 #
-# 1. A smoke run: the quick preset of the four methods on both embedded tasks, on the device,
+# 1. A smoke run: the quick preset of the methods on both embedded tasks, on the device,
 #    seeds batched (a minute; a method that breaks on the GPU fails here, not after ten minutes).
 # 2. The plan, from a measured rate: `benchmarks/gpu_bound.py` times a few training steps of
-#    each method on the device (4 seeds batched where the method can: DDOM, COMs) and scales
+#    each method on the device (4 seeds batched where the method can: all but BONET; ens-mean,
+#    ens-min and ga as one: they share their ensembles, `ensemble` in gpu_bound.py) and scales
 #    them to the paper preset's epochs; the script prints each method's expected minutes and
 #    keeps, cheapest first, the methods whose expected training fits in BUDGET_SECONDS (default
 #    600; ALL=1 keeps every method: the budget then stops the grid, snapshots let the next call
@@ -38,7 +39,8 @@ cd "$(dirname "$0")/.."
 
 RESULTS=${RESULTS:-results/main}
 PRESET=${PRESET:-paper}
-METHODS=${METHODS:-bonet,coms,mins,ddom}
+METHODS=${METHODS:-bonet,coms,mins,ddom,ens-mean,ens-min,ga}
+ENSEMBLE_METHODS="ens-mean ens-min ga"  # one shared ensemble per seed: `ensemble` in the plan
 SEEDS=${SEEDS:-0,1,2,3}
 WORKERS=${WORKERS:-4}
 BUDGET_SECONDS=${BUDGET_SECONDS:-600}
@@ -96,7 +98,9 @@ fi
 
 # 2. The plan: each method's training of 4 seeds at the rate measured here, cheapest first.
 started=$SECONDS
-rate_methods=$(echo "${METHODS//,/ }" | tr ' ' '\n' | grep -E '^(bonet|mins|coms|ddom)$' | paste -sd, -)
+rate_methods=$(echo "${METHODS//,/ }" | tr ' ' '\n' \
+    | sed -E 's/^(ens-mean|ens-min|ga)$/ensemble/' | grep -E '^(bonet|mins|coms|ddom|ensemble)$' \
+    | awk '!seen[$0]++' | paste -sd, -)
 say "measuring the training rate of $rate_methods on $MATCHOPT_DEVICE ($RATE_STEPS steps each)"
 plan_file=$(mktemp)
 "$PYTHON" benchmarks/gpu_bound.py --devices "$MATCHOPT_DEVICE" --methods "$rate_methods" \
@@ -104,6 +108,10 @@ plan_file=$(mktemp)
     2>/dev/null | tee -a "$LOG" || true
 plan=$(cat "$plan_file")
 rm -f "$plan_file"
+if [[ ",$plan," == *",ensemble,"* ]]; then  # the grid's methods that share the ensembles
+    kept=$(for m in $ENSEMBLE_METHODS; do [[ ",$METHODS," == *",$m,"* ]] && echo "$m"; done | paste -sd, -)
+    plan=$(echo "$plan" | sed -E "s/(^|,)ensemble(,|$)/\1$kept\2/")
+fi
 if [ -z "$plan" ]; then
     say "no method's expected training fits in ${BUDGET_SECONDS}s: nothing to run (ALL=1 runs anyway)"
 else

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,3 +81,45 @@ def test_a_timed_row_and_its_plan_file(tmp_path):
     ).stdout
     assert "ddom      cpu" in out and "seeds batched" in out
     assert plan_file.read_text() == "ddom"
+
+
+def test_the_step_profile_counts_operators_and_host_syncs_per_step():
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "step_profile.py"),
+            "--methods",
+            "ddom",
+            "--steps",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    assert [(r["method"], r["seeds"]) for r in rows] == [("ddom", 1), ("ddom", 4)]
+    for row in rows:
+        assert row["steps"] == 2 and row["operators_per_step"] > 0
+        # DDOM reads its loss once a seed per epoch, never per step (no host sync per step).
+        assert row["host_syncs_per_step"] == row["seeds"] / row["steps"]
+        assert 0 < row["operator_share"] <= 1.5
+
+
+def test_point_mutants_are_every_design_one_token_away():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from mutant_ceiling import point_mutants
+
+    rows = np.array([[0, 1, 2], [0, 1, 0]])
+    mutants = point_mutants(rows, 3, exclude=rows)
+    # 2 rows x 3 positions x 2 other tokens, less the shared ones and the rows themselves.
+    expected = {
+        tuple(m)
+        for row in rows
+        for p in range(3)
+        for t in range(3)
+        if t != row[p]
+        for m in [np.where(np.arange(3) == p, t, row)]
+    } - {tuple(r) for r in rows}
+    assert {tuple(m) for m in mutants} == expected and len(mutants) == len(expected)

@@ -20,6 +20,7 @@ from roundoff import SAFETY, dot_roundoff
 import matchopt.methods.coms as coms_module
 import matchopt.methods.ddom as ddom_module
 import matchopt.methods.mins as mins_module
+import matchopt.models.gaussian as gaussian_module
 from matchopt.bench.grid import Grid, plan_jobs, run_grid
 from matchopt.errors import MatchoptError
 from matchopt.methods import make_method
@@ -76,6 +77,8 @@ def _flat(net: torch.nn.Module) -> torch.Tensor:
 BATCHED = [
     ("ddom", "net_", ddom_module, "denoising_loss"),
     ("coms", "model_", coms_module, "conservative_losses"),
+    # Ens-Mean's Gaussian ensemble, as GA, Ens-Min, CMA-ES and BO-qEI train it.
+    ("ens-mean", "ensemble_", gaussian_module, "soft_clamp"),
 ]
 #: MINs batches its seeds too, but its Adam has beta1 = 0: a step moves every parameter by
 #: about lr * sign(gradient), so a gradient entry near 0 whose sign round-off flips moves by
@@ -96,7 +99,8 @@ def test_batched_seeds_train_as_their_runs_alone(task, name, network, module, ho
     for one, batched in zip(alone, batch):
         mine, theirs = _flat(getattr(one, network)), _flat(getattr(batched, network))
         assert (mine - theirs).abs().max() <= TRAINING_ROUNDOFF * mine.abs().max()
-        np.testing.assert_allclose(batched.losses_, one.losses_, rtol=TRAINING_ROUNDOFF)
+        if hasattr(one, "losses_"):
+            np.testing.assert_allclose(batched.losses_, one.losses_, rtol=TRAINING_ROUNDOFF)
         designs, reference = batched.propose(16), one.propose(16)
         if data.space.is_discrete:  # decoded by argmax: a round-off change does not show
             np.testing.assert_array_equal(designs, reference)
@@ -108,6 +112,33 @@ def test_batched_seeds_train_as_their_runs_alone(task, name, network, module, ho
             assert batched.alpha_ == pytest.approx(one.alpha_, rel=TRAINING_ROUNDOFF)
     # Different seeds stay different: the batch does not tie them together.
     assert not torch.equal(_flat(getattr(batch[0], network)), _flat(getattr(batch[1], network)))
+
+
+@pytest.mark.numerics
+def test_batched_wide_ensembles_equal_members_trained_one_after_another(monkeypatch):
+    """Wide members (Ens-Mean's 2048) train one after another alone, skipping rows of zero
+    bootstrap weight; in a seed batch they train in lockstep with those rows weighted 0: the
+    same loss, summed in another order."""
+    monkeypatch.setattr(gaussian_module, "GROUPED_MAX_WIDTH", 0)
+    data = load_task("styblinski-tang").offline
+    calls = []
+    real = gaussian_module.fit_gaussian
+    monkeypatch.setattr(
+        gaussian_module, "fit_gaussian", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    alone = [make_method("ens-mean", "quick", {}, seed=s).fit(data) for s in (3, 4)]
+    assert len(calls) == 2 * 5  # each member of each seed in turn
+    batch = type(alone[0]).fit_seeds(
+        [make_method("ens-mean", "quick", {}, seed=s) for s in (3, 4)], data
+    )
+    assert len(calls) == 10  # the batch trains in lockstep
+    for one, batched in zip(alone, batch):
+        mine, theirs = _flat(one.ensemble_), _flat(batched.ensemble_)
+        assert (mine - theirs).abs().max() <= TRAINING_ROUNDOFF * mine.abs().max()
+        designs, reference = batched.propose(16), one.propose(16)
+        np.testing.assert_allclose(
+            designs, reference, rtol=0, atol=TRAINING_ROUNDOFF * np.abs(reference).max()
+        )
 
 
 @pytest.mark.numerics
@@ -153,7 +184,7 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
 
     reference = batch()
     real, calls = getattr(module, hook), []
-    steps_per_epoch = -(-len(data) // 128)
+    steps_per_epoch = -(-len(data) // make_method(name, "quick").config_.batch_size)
 
     def interrupted(*args, **kwargs):
         calls.append(1)
@@ -172,7 +203,7 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
     assert len(counted) == 2 * steps_per_epoch  # only the fifth and sixth epochs train
     for one, again in zip(reference, resumed):
         np.testing.assert_array_equal(again.propose(16), one.propose(16))
-        assert again.losses_ == one.losses_
+        assert getattr(again, "losses_", None) == getattr(one, "losses_", None)
         if name == "coms":
             assert again.alpha_ == one.alpha_
     # A snapshot of one seed's run is not the batch's (and the reverse): nothing resumes.
@@ -227,3 +258,33 @@ def test_bench_batches_seeds_only_when_asked_and_records_say_so(tmp_path):
         np.testing.assert_allclose(batched["scores"], own["scores"], rtol=1e-3, atol=1e-3)
     # The batch's snapshot is gone once its records are written.
     assert not list((tmp_path / "batched").glob(".snapshots/**/*.pt"))
+
+
+@pytest.mark.numerics
+def test_bench_trains_shared_ensembles_of_all_seeds_in_one_batch(tmp_path):
+    """GA, Ens-Mean and Ens-Min fit one Gaussian ensemble per seed: with --batch-seeds the seeds'
+    ensembles train in one batch, which every cell then reads."""
+    grid = Grid(
+        tasks=["styblinski-tang"],
+        methods=["ga", "ens-mean", "ens-min"],
+        seeds=[0, 1],
+        preset="quick",
+    )
+    (job,) = plan_jobs(grid.cells(), tmp_path, batch_seeds=True)
+    assert job.seed_batch and job.ensemble_folder is not None and job.seeds == [0, 1]
+    assert [c.method for c in job.cells] == ["ens-mean"] * 2 + ["ens-min"] * 2 + ["ga"] * 2
+    summary = run_grid(grid, tmp_path / "batched", workers=1, progress=False, batch_seeds=True)
+    assert not summary.failed
+    alone = run_grid(grid, tmp_path / "alone", workers=1, progress=False)
+    assert not alone.failed
+    for method in ("ga", "ens-mean", "ens-min"):
+        for seed in (0, 1):
+            path = f"styblinski-tang/{method}/seed{seed}.json"
+            batched = json.loads((tmp_path / "batched" / path).read_text())
+            own = json.loads((tmp_path / "alone" / path).read_text())
+            assert batched["extra"]["seed_batch"]["seeds"] == [0, 1]
+            shared = batched["extra"]["fit"]["shared_ensemble"]
+            assert shared["from_cache"] and shared["seed_batch"] == [0, 1]
+            np.testing.assert_allclose(batched["scores"], own["scores"], rtol=1e-4, atol=1e-4)
+    # The shared ensembles and the batch's snapshot are gone once every record is written.
+    assert not [p for p in (tmp_path / "batched").glob(".snapshots/**/*") if p.is_file()]

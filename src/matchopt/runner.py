@@ -35,6 +35,7 @@ def run(
     snapshot: str | os.PathLike | None = None,
     ensemble_cache: str | os.PathLike | None = None,
     device: str | None = None,
+    ensemble_seed_batch: Sequence[int] | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Fit ``method`` on the task's offline data, propose ``n_designs``, score them.
 
@@ -46,7 +47,8 @@ def run(
     (:mod:`matchopt.checkpoints`); the file keeps the finished training when ``run`` returns
     (remove it once the record is stored). With ``ensemble_cache``, a Gaussian-ensemble method
     takes a matching trained ensemble from that folder or leaves its own there
-    (:meth:`~matchopt.methods.Method.share_ensembles`; the same designs either way). ``device``
+    (:meth:`~matchopt.methods.Method.share_ensembles`; the same designs either way; with
+    ``ensemble_seed_batch``, its seed's ensemble from a batch of those seeds). ``device``
     is the torch device of the method (:func:`~matchopt.runtime.resolve_device`; default the
     CPU); the record says which device ran.
 
@@ -58,7 +60,7 @@ def run(
     if snapshot is not None:
         solver.resume_from(snapshot)
     if ensemble_cache is not None:
-        solver.share_ensembles(ensemble_cache)
+        solver.share_ensembles(ensemble_cache, seed_batch=ensemble_seed_batch)
     with limit_threads(threads):
         return _run(task_obj, solver, method, seed, preset, n_designs)
 

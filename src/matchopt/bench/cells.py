@@ -64,13 +64,20 @@ class Job:
     cells: tuple[Cell, ...]
     ensemble_folder: str | None = None
     #: The cells are seeds of one method, task, preset and overrides, trained as one batch
-    #: (:func:`~matchopt.runner.run_seeds`; ``matchopt bench --batch-seeds``).
+    #: (:func:`~matchopt.runner.run_seeds`; ``matchopt bench --batch-seeds``); with an
+    #: ``ensemble_folder``, the cells of several methods and seeds that fit the same Gaussian
+    #: ensembles, trained as one batch of the seeds (:func:`execute_ensemble_seed_batch`).
     seed_batch: bool = False
+
+    @property
+    def seeds(self) -> list[int]:
+        """The job's seeds, each once, in the order of its cells."""
+        return list(dict.fromkeys(cell.seed for cell in self.cells))
 
     def batch_snapshot_path(self, out: Path) -> Path:
         """The one training snapshot of a seed batch (:meth:`Cell.snapshot_path`'s folder)."""
         first = self.cells[0]
-        seeds = "-".join(str(cell.seed) for cell in self.cells)
+        seeds = "-".join(str(seed) for seed in self.seeds)
         return Path(out) / SNAPSHOT_FOLDER / first.task / first.method / f"seeds{seeds}.pt"
 
 
@@ -100,6 +107,7 @@ def run_cell(
     threads: int | None = None,
     snapshot: Path | None = None,
     ensemble_folder: str | None = None,
+    seed_batch: list[int] | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Run one cell (``matchopt run`` runs each seed as one): its record and designs.
 
@@ -123,6 +131,7 @@ def run_cell(
         snapshot=snapshot,
         ensemble_cache=ensemble_folder,
         device=cell.device,
+        ensemble_seed_batch=seed_batch,
     )
     earlier = record.extra.get("resumed", {}).get("earlier_seconds", 0.0)
     record.extra["cell_seconds"] = time.perf_counter() - start + earlier
@@ -171,7 +180,9 @@ def execute_job(
     so a rerun after a kill takes it from there instead of training it again.
     """
     if job.seed_batch:
-        yield from execute_seed_batch(job, data_dir, threads, out, progress)
+        outcomes = execute_seed_batch(job, data_dir, threads, out, progress)
+        yield from outcomes
+        release_ensemble(job, outcomes)
         return
     outcomes = []
     for cell in job.cells:
@@ -197,6 +208,8 @@ def execute_seed_batch(
 
     from matchopt.runner import run_seeds
 
+    if job.ensemble_folder is not None:
+        return execute_ensemble_seed_batch(job, data_dir, threads, out, progress)
     torch.set_num_threads(max(1, threads))
     first = job.cells[0]
     start = time.perf_counter()
@@ -215,16 +228,81 @@ def execute_seed_batch(
             device=first.device,
         )
     except Exception as exc:  # the grid records the failure of every seed and goes on
-        seconds = time.perf_counter() - start
-        error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
-        return [
-            CellOutcome(cell, error=error, traceback=trace, seconds=seconds) for cell in job.cells
-        ]
+        return _batch_failed(job, exc, time.perf_counter() - start)
     seconds = (time.perf_counter() - start) / len(job.cells)
     outcomes = []
     for cell, (record, designs) in zip(job.cells, results):
         record.extra["cell_seconds"] = record.fit_seconds + record.search_seconds
         outcomes.append(CellOutcome(cell, record, designs, seconds=seconds))
+    if snapshot is not None:
+        remove_snapshot(snapshot)
+    return outcomes
+
+
+def _batch_failed(job: Job, exc: Exception, seconds: float) -> list[CellOutcome]:
+    """Every cell of a seed batch whose training raised ``exc`` (called in its handler)."""
+    error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
+    return [CellOutcome(cell, error=error, traceback=trace, seconds=seconds) for cell in job.cells]
+
+
+def execute_ensemble_seed_batch(
+    job: Job,
+    data_dir: str | None,
+    threads: int,
+    out: str | None = None,
+    progress: bool = False,
+) -> list[CellOutcome]:
+    """Run a seed batch of cells that fit the same Gaussian ensembles (GA, Ens-Mean and Ens-Min
+    of several seeds): the first cell's method trains every seed's ensemble in one batch
+    (:meth:`~matchopt.methods.Method.fit_seeds`) into ``job.ensemble_folder``, then every cell
+    runs, reading its seed's ensemble from there. One outcome per cell, in the job's order; a
+    failure of the batch's training fails every cell.
+
+    Each record's ``extra.seed_batch`` holds the seeds and the batch's training seconds; the
+    first method's records count a seed's share of them in ``fit_seconds`` (the others read
+    the trained ensembles, as cells sharing an ensemble do).
+    """
+    import torch
+
+    from matchopt.methods import make_method
+    from matchopt.runtime import limit_threads
+
+    torch.set_num_threads(max(1, threads))
+    first, seeds = job.cells[0], job.seeds
+    snapshot = job.batch_snapshot_path(Path(out)) if out is not None else None
+    start = time.perf_counter()
+    try:
+        task = _cached_task(first.task, data_dir)
+        methods = [
+            make_method(
+                first.method,
+                first.preset,
+                dict(first.overrides),
+                seed=s,
+                progress=progress,
+                device=first.device,
+            ).share_ensembles(job.ensemble_folder, seed_batch=seeds)
+            for s in seeds
+        ]
+        if snapshot is not None:
+            methods[0].resume_from(snapshot)
+        with limit_threads(max(1, threads)):
+            type(methods[0]).fit_seeds(methods, task.offline)
+    except Exception as exc:  # the grid records the failure of every cell and goes on
+        return _batch_failed(job, exc, time.perf_counter() - start)
+    batch_seconds = time.perf_counter() - start
+    outcomes = []
+    for cell in job.cells:
+        outcome = execute_cell(
+            cell, data_dir, threads, out, job.ensemble_folder, progress, seed_batch=seeds
+        )
+        if outcome.record is not None:
+            outcome.record.extra["seed_batch"] = {"seeds": seeds, "fit_seconds": batch_seconds}
+            if cell.method == first.method:
+                share = batch_seconds / len(seeds)
+                outcome.record.fit_seconds += share
+                outcome.record.extra["cell_seconds"] += share
+        outcomes.append(outcome)
     if snapshot is not None:
         remove_snapshot(snapshot)
     return outcomes
@@ -245,6 +323,7 @@ def execute_cell(
     ensemble_folder: str | None = None,
     progress: bool = False,
     keep_snapshot: bool = True,
+    seed_batch: list[int] | None = None,
 ) -> CellOutcome:
     """Run one cell in a grid worker and return its outcome; never raises for a failure of the
     method (the grid records it and goes on). With ``out``, resumable methods keep training
@@ -267,6 +346,7 @@ def execute_cell(
             snapshot=snapshot,
             ensemble_folder=ensemble_folder,
             progress=progress,
+            seed_batch=seed_batch,
         )
     except Exception as exc:  # a failing cell is recorded and the grid goes on
         return CellOutcome(

@@ -178,25 +178,32 @@ def plan_jobs(cells: list[Cell], out: Path, batch_seeds: bool = False) -> list[J
     """Group the cells that fit the same Gaussian ensemble (same task, seed and training fields,
     e.g. GA, Ens-Mean and Ens-Min) into one job, largest ensemble first; with ``batch_seeds``,
     the seeds of one task, method, preset and overrides whose method trains seeds as a batch
-    (``batches_seeds``) into one seed batch; every other cell is a job of its own. Order
-    otherwise follows ``cells``."""
+    (``batches_seeds``) into one seed batch, and the cells of every seed that fit the same
+    Gaussian ensemble into one seed batch sharing the ensembles it trains; every other cell is a
+    job of its own. Order otherwise follows ``cells``."""
     groups: dict[str, list[tuple[int, Cell]]] = {}
     order: list[str] = []
     batched: set[str] = set()
+    sharing: set[str] = set()  # groups of cells that fit the same Gaussian ensembles
     for cell in cells:
         entry = get_method_entry(cell.method)
         name = cell.name
         size = 0
-        if batch_seeds and entry.cls.batches_seeds:
+        if issubclass(entry.cls, EnsembleSurrogateMethod):
+            config = build_config(entry, cell.preset, dict(cell.overrides))
+            size = config.n_models
+            if batch_seeds:  # one ensemble per seed, all seeds trained in one batch
+                fields = [cell.task, "seeds", training_fields(config, False)]
+            else:
+                grouped = trains_grouped(config.hidden)
+                fields = [cell.task, cell.seed, training_fields(config, grouped)]
+            name = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+            sharing.add(name)
+            if batch_seeds:
+                batched.add(name)
+        elif batch_seeds and entry.cls.batches_seeds:
             name = json.dumps(["seeds", cell.task, cell.method, cell.preset, cell.overrides])
             batched.add(name)
-        elif issubclass(entry.cls, EnsembleSurrogateMethod):
-            config = build_config(entry, cell.preset, dict(cell.overrides))
-            grouped = trains_grouped(config.hidden)
-            fields = [cell.task, cell.seed, training_fields(config, grouped)]
-            fields = json.dumps(fields, sort_keys=True)
-            name = hashlib.sha256(fields.encode()).hexdigest()[:16]
-            size = config.n_models
         if name not in groups:
             groups[name] = []
             order.append(name)
@@ -205,15 +212,13 @@ def plan_jobs(cells: list[Cell], out: Path, batch_seeds: bool = False) -> list[J
     for name in order:
         members = sorted(groups[name], key=lambda item: -item[0])  # stable: grid order on ties
         job_cells = tuple(cell for _, cell in members)
-        if name in batched:
-            jobs.append(Job(job_cells, seed_batch=len(job_cells) > 1))
-            continue
+        first = job_cells[0]
+        seeds = {cell.seed for cell in job_cells}
         folder = None
-        if len(job_cells) > 1:
-            first = job_cells[0]
-            label = f"{first.task}-seed{first.seed}-{name}"
-            folder = str(out / SNAPSHOT_FOLDER / ENSEMBLE_DIR / label)
-        jobs.append(Job(job_cells, folder))
+        if name in sharing and len(job_cells) > 1:
+            where = "seeds" if len(seeds) > 1 else f"seed{first.seed}"
+            folder = str(out / SNAPSHOT_FOLDER / ENSEMBLE_DIR / f"{first.task}-{where}-{name}")
+        jobs.append(Job(job_cells, folder, seed_batch=name in batched and len(seeds) > 1))
     return jobs
 
 

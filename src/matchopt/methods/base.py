@@ -108,6 +108,8 @@ class Method(ABC):
     training_checkpoint: TrainingCheckpoint | None = None
     #: Folder of shared Gaussian ensembles (:meth:`share_ensembles`); None: train one's own.
     ensemble_cache: Path | None = None
+    #: The seed batch whose shared ensemble to take (:meth:`share_ensembles`); None: none.
+    ensemble_seed_batch: tuple[int, ...] | None = None
     #: :meth:`fit_seeds` trains several seeds at once (seeds as a batch dimension), each as
     #: its own ``fit`` would, up to float round-off.
     batches_seeds: ClassVar[bool] = False
@@ -273,27 +275,34 @@ class Method(ABC):
         The file keeps the finished training after ``fit`` (a killed search then needs no
         retraining): remove it once the results are stored.
 
-        Only methods with ``resumable`` use it; for the others it changes nothing. Returns self.
+        Only methods with ``resumable`` use it (and, for the batch of :meth:`fit_seeds`, those
+        that ``batches_seeds``); for the others it changes nothing. Returns self.
         """
         from matchopt.checkpoints import TrainingCheckpoint
 
-        self.training_checkpoint = TrainingCheckpoint(path, every) if self.resumable else None
+        keeps = self.resumable or self.batches_seeds
+        self.training_checkpoint = TrainingCheckpoint(path, every) if keeps else None
         return self
 
-    def share_ensembles(self, folder: str | os.PathLike | None) -> Method:
+    def share_ensembles(
+        self, folder: str | os.PathLike | None, seed_batch: Sequence[int] | None = None
+    ) -> Method:
         """Take a Gaussian-ensemble surrogate trained with the same data, fields and seed from
         ``folder`` (:mod:`matchopt.models.ensemble_cache`), or train it and leave it there.
+        With ``seed_batch``, the one trained for this seed in a batch of these seeds
+        (:meth:`fit_seeds`) where the folder holds it.
 
         ``matchopt bench`` does this for cells that share an ensemble (GA, Ens-Mean and Ens-Min;
         CMA-ES and BO-qEI). Methods without such a surrogate ignore it. Returns self.
         """
         self.ensemble_cache = None if folder is None else Path(folder)
+        self.ensemble_seed_batch = None if seed_batch is None else tuple(seed_batch)
         return self
 
     def __matchopt_state__(self) -> dict[str, Any]:
         """What a model file keeps (:mod:`matchopt.state`): everything but the snapshot file and
         the ensemble cache folder (places on this machine, not part of the model)."""
-        skip = ("training_checkpoint", "ensemble_cache")
+        skip = ("training_checkpoint", "ensemble_cache", "ensemble_seed_batch")
         return {k: v for k, v in vars(self).items() if k not in skip}
 
     def __matchopt_check__(self) -> None:

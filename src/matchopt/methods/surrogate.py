@@ -4,12 +4,15 @@ search stays in its own file."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
+from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
+from matchopt.methods.base import Method, SeedBatch, seed_losses_check
 from matchopt.models import GaussianEnsemble
 from matchopt.models.ensemble_cache import EnsembleCache
 
@@ -24,6 +27,7 @@ class EnsembleSurrogateMethod(Method):
     """
 
     has_surrogate = True
+    batches_seeds = True
 
     def fit(self, data: OfflineData) -> EnsembleSurrogateMethod:
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
@@ -31,10 +35,45 @@ class EnsembleSurrogateMethod(Method):
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(self.device_)
         cache = None if self.ensemble_cache is None else EnsembleCache(self.ensemble_cache)
         self.ensemble_ = GaussianEnsemble.from_config(
-            features, scores, self.config_, self.seed, self.progress, cache
+            features,
+            scores,
+            self.config_,
+            self.seed,
+            self.progress,
+            cache,
+            self.ensemble_seed_batch,
         )
         self.data_ = data
         return self
+
+    @classmethod
+    def _fit_seeds(
+        cls, methods: Sequence[EnsembleSurrogateMethod], data: OfflineData, run: SeedBatch
+    ) -> None:
+        """:meth:`fit` of every seed at once: all seeds' ensemble members trained in lockstep
+        (:meth:`GaussianEnsemble.from_config_seeds`), each seed from its own generators; with
+        an ensemble folder (:meth:`share_ensembles`), stored there for the methods of the same
+        training fields and seeds."""
+        first = methods[0]
+        encoder = DesignEncoder(data.space).fit(data.x, data.y)
+        features = torch.from_numpy(encoder.encode_x(data.x)).to(first.device_)
+        scores = torch.from_numpy(encoder.encode_y(data.y)).to(first.device_)
+        cache = None if first.ensemble_cache is None else EnsembleCache(first.ensemble_cache)
+
+        def snapshots(model, optimizer, orders):  # noqa: ANN001, ANN202 (fit_grouped's parts)
+            return _BatchSnapshots(run, data, model, optimizer, orders)
+
+        ensembles = GaussianEnsemble.from_config_seeds(
+            features,
+            scores,
+            first.config_,
+            [m.seed for m in methods],
+            first.progress,
+            cache,
+            snapshots,
+        )
+        for method, ensemble in zip(methods, ensembles):
+            method.encoder_, method.ensemble_, method.data_ = encoder, ensemble, data
 
     def fit_report(self) -> dict:
         """Where the ensemble came from, when it was shared through a cache (bench grids)."""
@@ -60,3 +99,25 @@ class EnsembleSurrogateMethod(Method):
         self._check_fitted()
         designs = self.data_.space.validate(designs)
         return self.encoder_.decode_y(self._predict_features(self.encoder_.encode_x(designs)))
+
+
+class _BatchSnapshots:
+    """:func:`~matchopt.models.gaussian.fit_grouped`'s snapshots of a seed batch: the stacked
+    members, their optimizer and batch-order generators, and every member's losses."""
+
+    def __init__(self, run: SeedBatch, data: OfflineData, model, optimizer, orders) -> None:  # noqa: ANN001
+        parts = {f"order{k}": g for k, g in enumerate(orders)}
+        self.loop = LoopSnapshots(run, data, model=model, optimizer=optimizer, **parts)
+
+    def start(self, n_members: int, epochs: int) -> tuple[int, list[list[float]]]:
+        start = self.loop.start([], epochs, check=seed_losses_check(n_members))
+        saved = self.loop.saved.get("seed_losses", [[] for _ in range(n_members)])
+        return start, [list(own) for own in saved]
+
+    def save(self, epoch: int, epochs: int, member_losses: list[list[float]]) -> None:
+        self.loop.save(
+            epoch,
+            epochs,
+            losses=list(member_losses[0]),
+            seed_losses=[list(own) for own in member_losses],
+        )

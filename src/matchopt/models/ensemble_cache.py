@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,16 @@ import torch
 from matchopt.io import atomic_write_bytes
 
 
-def training_fields(config: Any, grouped: bool) -> dict[str, Any]:
+def training_fields(
+    config: Any, grouped: bool, seed_batch: Sequence[int] | None = None
+) -> dict[str, Any]:
     """The fields of an ensemble config that its trained members depend on: not n_models for
     members trained one after another (a prefix is exact), n_models too for ``grouped`` ones
-    (:func:`~matchopt.models.gaussian.trains_grouped`)."""
+    (:func:`~matchopt.models.gaussian.trains_grouped`). Ensembles trained in a seed batch
+    (:meth:`~matchopt.models.GaussianEnsemble.trained_seeds`) also depend on its seeds; their
+    members are shared as a prefix of the batch's (``grouped`` is not asked then)."""
+    if seed_batch is not None:
+        return {**training_fields(config, False), "seed_batch": [int(s) for s in seed_batch]}
     return {
         "members": int(config.n_models) if grouped else None,
         "hidden": list(config.hidden),
@@ -46,11 +53,20 @@ def training_fields(config: Any, grouped: bool) -> dict[str, Any]:
     }
 
 
-def ensemble_key(x: torch.Tensor, y: torch.Tensor, config: Any, seed: int, grouped: bool) -> str:
-    """Digest of what an ensemble's training reads: features, scores, training fields, seed, and
-    the thread count and device type (they change float summation order)."""
+def ensemble_key(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    config: Any,
+    seed: int,
+    grouped: bool,
+    seed_batch: Sequence[int] | None = None,
+) -> str:
+    """Digest of what an ensemble's training reads: features, scores, training fields (and the
+    seed batch it trained in), seed, and the thread count and device type (they change float
+    summation order)."""
     digest = hashlib.sha256()
-    digest.update(json.dumps([training_fields(config, grouped), int(seed)]).encode())
+    fields = training_fields(config, grouped, seed_batch)
+    digest.update(json.dumps([fields, int(seed)]).encode())
     digest.update(f"{torch.get_num_threads()} {x.device.type}".encode())
     digest.update(np.ascontiguousarray(x.cpu().numpy()).tobytes())
     digest.update(np.ascontiguousarray(y.cpu().numpy()).tobytes())

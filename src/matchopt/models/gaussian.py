@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -52,6 +52,12 @@ def soft_clamp(log_std: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> 
     """design-baselines' smooth clamp of a log-std between (trainable) bounds, softplus on both."""
     log_std = high - nn.functional.softplus(high - log_std)
     return low + nn.functional.softplus(log_std - low)
+
+
+def gaussian_nll(mean: torch.Tensor, log_std: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Negative log likelihood of ``y`` under N(mean, exp(log_std)^2), elementwise: torch's
+    ``Normal.log_prob``, without its argument checks (each a host sync per step on a GPU)."""
+    return -torch.distributions.Normal(mean, log_std.exp(), validate_args=False).log_prob(y)
 
 
 class GaussianMLP(nn.Module):
@@ -110,7 +116,7 @@ class GaussianMLP(nn.Module):
     def nll(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Negative log likelihood of each row (n,)."""
         mean, log_std = self(x)
-        return -torch.distributions.Normal(mean, log_std.exp()).log_prob(y)
+        return gaussian_nll(mean, log_std, y)
 
 
 def bootstrap_weights(n: int, n_models: int, rng: np.random.Generator) -> np.ndarray:
@@ -148,7 +154,7 @@ def fit_gaussian(
     losses = []
     for _ in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
         order = torch.randperm(len(x), generator=generator).to(x.device)  # drawn on the CPU
-        total = 0.0
+        total = torch.zeros((), dtype=torch.float64, device=x.device)  # no host sync per step
         for start in range(0, len(x), batch_size):
             batch = order[start : start + batch_size]
             w = weights[batch]
@@ -162,8 +168,8 @@ def fit_gaussian(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            total += loss.item() * n_rows
-        losses.append(total / len(x))
+            total += loss.detach().double() * n_rows
+        losses.append(total.item() / len(x))
     return losses
 
 
@@ -179,6 +185,88 @@ def trains_grouped(hidden: Sequence[int]) -> bool:
     return max(hidden, default=0) <= GROUPED_MAX_WIDTH
 
 
+def member_orders(
+    generator: torch.Generator, n_members: int, epochs: int, n_rows: int
+) -> list[torch.Generator]:
+    """Per member, a generator at the state where that member starts drawing its batch orders
+    when ``n_members`` members train one after another from ``generator`` (:func:`fit_gaussian`:
+    one permutation of ``n_rows`` per epoch); ``generator`` ends past all of them."""
+    orders = []
+    for _ in range(n_members):
+        own = torch.Generator()
+        own.set_state(generator.get_state())
+        orders.append(own)
+        for _ in range(epochs):
+            torch.randperm(n_rows, generator=generator)
+    return orders
+
+
+class StackedMembers(nn.Module):
+    """Members of one architecture as one batched network: every parameter stacked along a
+    leading member axis, so one ``baddbmm`` per layer computes all members.
+
+    Args:
+        members: :class:`GaussianMLP` members of one architecture (their values are copied).
+    """
+
+    def __init__(self, members: Sequence[GaussianMLP]):
+        super().__init__()
+        layers = [[m for m in member.body if isinstance(m, nn.Linear)] for member in members]
+        # Parameter-free activations: a plain list keeps them out of the state dict.
+        self.activations = [m for m in members[0].body if not isinstance(m, nn.Linear)]
+        self.weight = nn.ParameterList(
+            nn.Parameter(torch.stack([ls[k].weight.detach().T for ls in layers]))
+            for k in range(len(layers[0]))
+        )  # members x in x out
+        self.bias = nn.ParameterList(
+            nn.Parameter(torch.stack([ls[k].bias.detach()[None] for ls in layers]))
+            for k in range(len(layers[0]))
+        )  # members x 1 x out
+        self.max_log_std = nn.Parameter(
+            torch.stack([m.max_log_std.detach() for m in members])[:, None]
+        )
+        self.min_log_std = nn.Parameter(
+            torch.stack([m.min_log_std.detach() for m in members])[:, None]
+        )
+
+    def ordered_parameters(self) -> list[nn.Parameter]:
+        """Layer by layer (weight, bias), then the std bounds: the optimizer's order."""
+        pairs = [p for pair in zip(self.weight, self.bias) for p in pair]
+        return pairs + [self.max_log_std, self.min_log_std]
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and soft-clamped log-std (members x B) of ``x`` (members x B x d)."""
+        h = x
+        for k in range(len(self.weight)):
+            h = torch.baddbmm(self.bias[k], h, self.weight[k])
+            if k < len(self.activations):
+                h = self.activations[k](h)
+        mean, log_std = h.unbind(-1)
+        return mean, soft_clamp(log_std, self.min_log_std, self.max_log_std)
+
+    def unstack_into(self, members: Sequence[GaussianMLP]) -> None:
+        """Copy each member's slice back into ``members``."""
+        with torch.no_grad():
+            for i, member in enumerate(members):
+                linears = [m for m in member.body if isinstance(m, nn.Linear)]
+                for k, linear in enumerate(linears):
+                    linear.weight.copy_(self.weight[k][i].T)
+                    linear.bias.copy_(self.bias[k][i, 0])
+                member.max_log_std.copy_(self.max_log_std[i, 0])
+                member.min_log_std.copy_(self.min_log_std[i, 0])
+
+
+class GroupedSnapshots(Protocol):
+    """Training snapshots of :func:`fit_grouped` (e.g. a method's
+    :class:`~matchopt.checkpoints.LoopSnapshots`, adapted): ``start`` restores the parts it was
+    made with and returns the epoch to go on from and the members' losses so far; ``save``
+    keeps them after an epoch."""
+
+    def start(self, n_members: int, epochs: int) -> tuple[int, list[list[float]]]: ...
+
+    def save(self, epoch: int, epochs: int, member_losses: list[list[float]]) -> None: ...
+
+
 def fit_grouped(
     members: Sequence[GaussianMLP],
     x: torch.Tensor,
@@ -189,74 +277,67 @@ def fit_grouped(
     lr: float,
     sample_weights: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
+    orders: Sequence[torch.Generator] | None = None,
     progress: bool = False,
-) -> list[float]:
+    snapshots: Callable[..., GroupedSnapshots] | None = None,
+) -> list[list[float]]:
     """Train ``members`` (same architecture) together: the training :func:`fit_gaussian` gives
-    each of them in turn, as one batched network.
+    each of them, as one batched network (:class:`StackedMembers`).
 
-    Every member sees the batches it would see when trained alone after the members before it
-    (its batch orders come from ``generator`` in the same sequence), its own sample weights
-    (``sample_weights``: members x rows) and its own Adam state; the loss summed over members has
-    each member's loss gradient in that member's parameters. Only the summation order of the
-    batched products differs, so the result equals sequential training up to float rounding.
-    Returns the epoch losses summed over members.
+    Every member sees the batches it would see when trained alone (its batch orders from its
+    own generator in ``orders``; by default, those of training the members one after another
+    from ``generator``, :func:`member_orders`), its own sample weights (``sample_weights``:
+    members x rows) and its own Adam state; the loss summed over members has each member's loss
+    gradient in that member's parameters. Only the summation order of the batched products
+    differs, so the result equals sequential training up to float rounding. The members may
+    belong to several ensembles (seeds as a batch dimension:
+    :meth:`GaussianEnsemble.trained_seeds`).
+
+    ``snapshots(model, optimizer, orders)`` gives the loop's snapshots (a killed run goes on
+    from the last one). Returns each member's loss per epoch. The losses stay on the device
+    until an epoch ends (no host sync per step).
     """
-    generator = torch.Generator() if generator is None else generator
-    # The generator's state where each member would start drawing its batch orders.
-    orders = []
-    for _ in members:
-        own = torch.Generator()
-        own.set_state(generator.get_state())
-        orders.append(own)
-        for _ in range(epochs):
-            torch.randperm(len(x), generator=generator)
-
-    layers = [[m for m in member.body if isinstance(m, nn.Linear)] for member in members]
-    activations = [m for m in members[0].body if not isinstance(m, nn.Linear)]
-    weight = [
-        nn.Parameter(torch.stack([ls[k].weight.detach().T for ls in layers]))
-        for k in range(len(layers[0]))
-    ]  # members x in x out
-    bias = [
-        nn.Parameter(torch.stack([ls[k].bias.detach()[None] for ls in layers]))
-        for k in range(len(layers[0]))
-    ]  # members x 1 x out
-    max_log_std = nn.Parameter(torch.stack([m.max_log_std.detach() for m in members])[:, None])
-    min_log_std = nn.Parameter(torch.stack([m.min_log_std.detach() for m in members])[:, None])
-    parameters = [p for pair in zip(weight, bias) for p in pair] + [max_log_std, min_log_std]
-    optimizer = adam(parameters, lr=lr)
+    if orders is None:
+        generator = torch.Generator() if generator is None else generator
+        orders = member_orders(generator, len(members), epochs, len(x))
+    orders = list(orders)
+    stacked = StackedMembers(members)
+    optimizer = adam(stacked.ordered_parameters(), lr=lr)
     n_members = len(members)
     weights = torch.ones(n_members, len(x)) if sample_weights is None else sample_weights.float()
     weights = weights.to(x.device)
-    losses = []
-    for _ in tqdm(range(epochs), desc="ensemble", unit="epoch", disable=not progress, leave=False):
+    start, losses = 0, [[] for _ in range(n_members)]
+    loop = None if snapshots is None else snapshots(stacked, optimizer, orders)
+    if loop is not None:
+        start, losses = loop.start(n_members, epochs)
+    bar = tqdm(
+        range(start, epochs),
+        initial=start,
+        total=epochs,
+        desc="ensemble",
+        unit="epoch",
+        disable=not progress,
+        leave=False,
+    )
+    for epoch in bar:
         order = torch.stack([torch.randperm(len(x), generator=g) for g in orders]).to(x.device)
-        total = 0.0
-        for start in range(0, len(x), batch_size):
-            batch = order[:, start : start + batch_size]  # members x B
-            h = x[batch]  # members x B x d
-            for k in range(len(weight)):
-                h = torch.baddbmm(bias[k], h, weight[k])
-                if k < len(activations):
-                    h = activations[k](h)
-            mean, log_std = h.unbind(-1)
-            log_std = soft_clamp(log_std, min_log_std, max_log_std)
-            nll = -torch.distributions.Normal(mean, log_std.exp()).log_prob(y[batch])
+        total = torch.zeros(n_members, dtype=x.dtype, device=x.device)
+        for first in range(0, len(x), batch_size):
+            batch = order[:, first : first + batch_size]  # members x B
+            mean, log_std = stacked(x[batch])  # x[batch]: members x B x d
+            nll = gaussian_nll(mean, log_std, y[batch])
             w = weights.gather(1, batch)
             member_losses = (w * nll).sum(1) / w.sum(1).clamp_min(1e-12)
-            loss = member_losses.sum()
             optimizer.zero_grad()
-            loss.backward()
+            member_losses.sum().backward()
             optimizer.step()
-            total += loss.item() * batch.shape[1]
-        losses.append(total / len(x))
-    with torch.no_grad():
-        for i, member in enumerate(members):
-            for k, linear in enumerate(layers[i]):
-                linear.weight.copy_(weight[k][i].T)
-                linear.bias.copy_(bias[k][i, 0])
-            member.max_log_std.copy_(max_log_std[i, 0])
-            member.min_log_std.copy_(min_log_std[i, 0])
+            total += member_losses.detach() * batch.shape[1]
+        for own, value in zip(losses, (total / len(x)).tolist()):
+            own.append(value)
+        if loop is not None:
+            loop.save(epoch + 1, epochs, losses)
+    bar.close()
+    stacked.unstack_into(members)
     return losses
 
 
@@ -431,9 +512,14 @@ class GaussianEnsemble(nn.Module):
         seed: int,
         progress: bool = False,
         cache: EnsembleCache | None = None,
+        seed_batch: Sequence[int] | None = None,
     ) -> GaussianEnsemble:
         """:meth:`trained` with the fields of an :class:`EnsembleConfig` (and its ``bootstrap``
         field where the config has one; True otherwise).
+
+        With ``cache`` and ``seed_batch``, the first ``n_models`` members of this seed's
+        ensemble from a batch of those seeds (:meth:`from_config_seeds`), when the cache holds
+        as many; otherwise as without a batch.
 
         With ``cache``, the first ``n_models`` members of an ensemble trained on the same data
         with the same fields and seed are taken from it (the same members, bit for bit, see
@@ -455,6 +541,17 @@ class GaussianEnsemble(nn.Module):
         }
         if cache is None:
             return cls.trained(x, y, **architecture, **fields)
+        if seed_batch is not None:
+            key = ensemble_key(x, y, config, seed, False, seed_batch=seed_batch)
+            ensemble = cls.initialized(x.shape[1], **architecture, seed=seed, device=x.device)
+            done, seconds = cache.load(key, ensemble)
+            if done >= len(ensemble.members):
+                ensemble.shared_ = {
+                    "from_cache": True,
+                    "train_seconds": seconds,
+                    "seed_batch": [int(s) for s in seed_batch],
+                }
+                return ensemble.eval().requires_grad_(False)
         grouped = trains_grouped(config.hidden)
         key = ensemble_key(x, y, config, seed, grouped)
         ensemble = cls.initialized(x.shape[1], **architecture, seed=seed, device=x.device)
@@ -481,6 +578,122 @@ class GaussianEnsemble(nn.Module):
             "earlier_seconds": earlier if done else 0.0,  # training of the resumed members
         }
         return ensemble.eval().requires_grad_(False)
+
+    @classmethod
+    def trained_seeds(
+        cls,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        n_models: int,
+        hidden: Sequence[int],
+        activation: str,
+        epochs: int,
+        batch_size: int,
+        lr: float,
+        seeds: Sequence[int],
+        bootstrap: bool = True,
+        progress: bool = False,
+        snapshots: Callable[..., GroupedSnapshots] | None = None,
+    ) -> tuple[list[GaussianEnsemble], list[list[float]]]:
+        """One ensemble per seed, each as :meth:`trained` gives it up to float rounding, all
+        trained at once: the members of every seed in lockstep as one batched network
+        (:func:`fit_grouped`; issue 28: one GPU step for all seeds). Each seed keeps its own
+        initialization, bootstrap and batch orders (from its own generators, as its
+        :meth:`fit`). Returns the frozen ensembles and each member's epoch losses (seed-major).
+        """
+        ensembles, members, weights, orders = [], [], [], []
+        for seed in seeds:
+            ensemble = cls.initialized(
+                x.shape[1],
+                n_models=n_models,
+                hidden=hidden,
+                activation=activation,
+                seed=seed,
+                device=x.device,
+            )
+            ensembles.append(ensemble)
+            members += list(ensemble.members)
+            rng = np.random.default_rng(seed)  # as fit(): bootstrap first, then batch orders
+            if bootstrap:
+                weights.append(bootstrap_weights(len(x), n_models, rng))
+            generator = torch.Generator().manual_seed(seed)
+            orders += member_orders(generator, n_models, epochs, len(x))
+        losses = fit_grouped(
+            members,
+            x,
+            y,
+            epochs=epochs,
+            batch_size=batch_size,
+            lr=lr,
+            sample_weights=torch.from_numpy(np.concatenate(weights)) if bootstrap else None,
+            orders=orders,
+            progress=progress,
+            snapshots=snapshots,
+        )
+        return [e.eval().requires_grad_(False) for e in ensembles], losses
+
+    @classmethod
+    def from_config_seeds(
+        cls,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        config: Any,
+        seeds: Sequence[int],
+        progress: bool = False,
+        cache: EnsembleCache | None = None,
+        snapshots: Callable[..., GroupedSnapshots] | None = None,
+    ) -> list[GaussianEnsemble]:
+        """:meth:`trained_seeds` with the fields of an :class:`EnsembleConfig`.
+
+        With ``cache``, the seeds' ensembles are read from it when it holds every one of them
+        (stored by an earlier batch of the same seeds, under keys naming the batch:
+        :func:`~matchopt.models.ensemble_cache.ensemble_key`); otherwise the batch trains and
+        stores them, and methods of the same training fields asking for at most ``n_models``
+        members of one of its seeds read theirs from there (:meth:`from_config` with
+        ``seed_batch``). ``shared_`` of each result says which happened; ``train_seconds``
+        there is the seed's share of the batch.
+        """
+        architecture = {
+            "n_models": config.n_models,
+            "hidden": config.hidden,
+            "activation": config.activation,
+        }
+        fields = {
+            "epochs": config.epochs,
+            "batch_size": config.batch_size,
+            "lr": config.lr,
+            "bootstrap": getattr(config, "bootstrap", True),
+            "progress": progress,
+        }
+        keys = [ensemble_key(x, y, config, s, False, seed_batch=seeds) for s in seeds]
+        if cache is not None:
+            ensembles = [
+                cls.initialized(x.shape[1], **architecture, seed=s, device=x.device) for s in seeds
+            ]
+            loaded = [cache.load(k, e) for k, e in zip(keys, ensembles)]
+            if all(done >= config.n_models for done, _ in loaded):
+                for ensemble, (_, seconds) in zip(ensembles, loaded):
+                    ensemble.shared_ = {
+                        "from_cache": True,
+                        "train_seconds": seconds,
+                        "seed_batch": list(seeds),
+                    }
+                return [e.eval().requires_grad_(False) for e in ensembles]
+        start = time.perf_counter()
+        ensembles, _ = cls.trained_seeds(
+            x, y, **architecture, **fields, seeds=seeds, snapshots=snapshots
+        )
+        share = (time.perf_counter() - start) / len(seeds)
+        for key, ensemble in zip(keys, ensembles):
+            if cache is not None:
+                cache.store(key, ensemble, config.n_models, share)
+            ensemble.shared_ = {
+                "from_cache": False,
+                "train_seconds": share,
+                "seed_batch": list(seeds),
+            }
+        return ensembles
 
     def member_means(self, x: torch.Tensor) -> torch.Tensor:
         """Predicted means of every member (n_models x n)."""
