@@ -298,10 +298,12 @@ def execute_ensemble_seed_batch(
         )
         if outcome.record is not None:
             outcome.record.extra["seed_batch"] = {"seeds": seeds, "fit_seconds": batch_seconds}
-            if cell.method == first.method:
+            if cell.method == first.method:  # its batch trained the ensembles: not read
                 share = batch_seconds / len(seeds)
                 outcome.record.fit_seconds += share
                 outcome.record.extra["cell_seconds"] += share
+                shared = outcome.record.extra.get("fit", {}).get("shared_ensemble") or {}
+                shared.update(from_cache=False, train_seconds=share)
         outcomes.append(outcome)
     if snapshot is not None:
         remove_snapshot(snapshot)
