@@ -142,6 +142,40 @@ def test_batched_wide_ensembles_equal_members_trained_one_after_another(monkeypa
 
 
 @pytest.mark.numerics
+def test_a_lockstep_step_of_wide_members_has_each_members_gradients_within_roundoff():
+    """Wide members (Ens-Mean's are 2048) trained in a seed batch: one step's gradients are each
+    member's own within Higham's bound. Over a training they part further than that (Adam's
+    first steps move a weight by about lr times the sign of its gradient, so a near-zero entry
+    whose sign round-off flips moves by 2 lr: docs/benchmarks.md), as they do between the
+    sequential path with and without its skipping of zero-weight rows."""
+    from matchopt.models.gaussian import GaussianMLP, StackedMembers
+
+    generator = torch.Generator().manual_seed(4)
+    members = []
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        members.append(GaussianMLP(32, (512, 512)))
+    x = torch.randn(3, 128, 32, generator=generator)
+    y = torch.randn(3, 128, generator=generator)
+    w = torch.rand(3, 128, generator=generator)
+    stacked = StackedMembers(members)
+    mean, log_std = stacked(x)
+    nll = gaussian_module.gaussian_nll(mean, log_std, y)
+    ((w * nll).sum(1) / w.sum(1)).sum().backward()
+    for k, member in enumerate(members):
+        ((w[k] * member.nll(x[k], y[k])).sum() / w[k].sum()).backward()
+        linears = [m for m in member.body if isinstance(m, torch.nn.Linear)]
+        # Three layers of at most 512 terms, then 128 rows summed into each weight's gradient.
+        bound = SAFETY * 8 * dot_roundoff(512 * 128, torch.float32)
+        for layer, weight, bias in zip(linears, stacked.weight, stacked.bias):
+            for own, batched in (
+                (layer.weight.grad.T, weight.grad[k]),
+                (layer.bias.grad, bias.grad[k, 0]),
+            ):
+                assert (batched - own).abs().max() <= bound * own.abs().max()
+
+
+@pytest.mark.numerics
 def test_a_batched_mins_step_has_each_seeds_gradients_within_roundoff():
     from matchopt.methods.mins import ConditionalMLP, generator_loss, wgan_gp_loss
 
