@@ -46,7 +46,7 @@ def test_fused_ranking_term_matches_autograd(alpha, rank_weight):
     loss = gradient_matching_loss(model, x, y, rule, alpha, rank_weight)
     expected = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
     fused = fused_loss_and_gradients(model, x, y, rule, alpha, rank_weight)
-    assert fused == pytest.approx(float(loss.detach()), rel=1e-5)
+    assert float(fused) == pytest.approx(float(loss.detach()), rel=1e-5)
     for p, grad in zip(model.parameters(), expected):
         grad = torch.zeros_like(p) if grad is None else grad
         torch.testing.assert_close(p.grad, grad, rtol=1e-4, atol=1e-6)

@@ -282,10 +282,11 @@ def fused_loss_and_gradients(
     rule: QuadratureRule,
     alpha: float,
     rank_weight: float = 0.0,
-) -> float:
+) -> torch.Tensor:
     """Same loss as :func:`gradient_matching_loss` for an :class:`MLP`, gradients in closed form.
 
-    Writes the parameter gradients into ``p.grad`` and returns the loss value.
+    Writes the parameter gradients into ``p.grad`` and returns the loss value (a 0-dim tensor on
+    the model's device: reading it is the caller's choice, a host sync on a GPU).
 
     Notation: hidden layers l = 1..L with pre-activations a_l, activations h_l = m_l * a_l where
     m_l is the LeakyReLU derivative mask (constant almost everywhere), output w_o h_L + b_o.
@@ -366,7 +367,7 @@ def fused_loss_and_gradients(
                 d_a = (d_a @ layers[index].weight) * masks[index - 1][:n_points]
     for p, grad in grads.items():
         p.grad = grad
-    return float(loss)
+    return loss.detach()
 
 
 # --- 3. The method -----------------------------------------------------------------------------
@@ -542,20 +543,22 @@ class MatchOpt(Method):
             leave=False,
         )
         for epoch in bar:
-            epoch_loss = 0.0
+            # Summed on the device in float64, in the order a Python float would sum them (the
+            # same value), read once an epoch: no host sync per step.
+            epoch_loss = torch.zeros((), dtype=torch.float64, device=features.device)
             trajectories = torch.from_numpy(sample_trajectories(buckets, rng)).to(features.device)
             for x, y_path in zip(features[trajectories], scores[trajectories]):
                 if fused:
-                    epoch_loss += fused_loss_and_gradients(
+                    loss = fused_loss_and_gradients(
                         model, x, y_path, rule, config.alpha, rank_weight
                     )
                 else:
                     optimizer.zero_grad()
                     loss = gradient_matching_loss(model, x, y_path, rule, config.alpha, rank_weight)
                     loss.backward()
-                    epoch_loss += loss.item()
+                epoch_loss += loss.detach().double()
                 optimizer.step()
-            self.losses_.append(epoch_loss / len(trajectories))
+            self.losses_.append(epoch_loss.item() / len(trajectories))
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
             done = epoch + 1
             if validator is not None and (done % config.validation_every == 0 or done == epochs):
