@@ -145,11 +145,14 @@ def fit_gaussian(
     bootstrap) add nothing to that sum, so they are left out of the forward pass: the same loss
     and gradients up to summation order, for 1.15-1.44x less work
     (``benchmarks/speedups.py``). Batches are drawn over all rows as before, so the batch order
-    and the number of optimizer steps are unchanged.
+    and the number of optimizer steps are unchanged. Only on the CPU: on a GPU, finding those rows
+    (a boolean mask) would make the host wait for the device at every step (issue 28), so they
+    stay in the batch with weight 0.
     """
     optimizer = adam(model.parameters(), lr=lr)
     weights = torch.ones(len(x)) if sample_weights is None else sample_weights.float()
     weights = weights.to(x.device)
+    skip_zero_weights = skip_zero_weights and x.device.type == "cpu"
     skip_zero_rows = skip_zero_weights and bool((weights == 0).any())
     losses = []
     for _ in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
