@@ -78,6 +78,23 @@ def steps_per_epoch(name: str, config: object, rows: int) -> int:
     return math.ceil(rows / config.batch_size)  # type: ignore[attr-defined]
 
 
+def epoch_slice(key: str, data: OfflineData, steps: int) -> tuple[dict, OfflineData, int]:
+    """A slice of one paper-preset epoch of ``key`` of about ``steps`` optimizer steps: the
+    overrides, the offline rows it trains on, and its exact number of steps."""
+    name, overrides = METHODS[key]
+    config = make_method(name, "paper", overrides).config_
+    if name == "bonet":  # a slice of the windows: ``steps`` batches' worth of trajectories
+        timing = dict(
+            overrides, n_trajectories=max(1, steps * config.batch_size // config.trajectory_length)
+        )
+        subset = data
+    else:
+        timing = dict(overrides)
+        subset = rows_of(data, min(len(data), steps * config.batch_size))
+    n_steps = steps_per_epoch(name, make_method(name, "paper", timing).config_, len(subset))
+    return timing, subset, n_steps
+
+
 def timed_fit(name: str, overrides: dict, data: OfflineData, device: str, seeds: tuple) -> float:
     """Wall seconds of one epoch of ``fit`` (one seed) or ``fit_seeds`` (several)."""
     methods = [make_method(name, "paper", overrides, seed=s, device=device) for s in seeds]
@@ -98,15 +115,7 @@ def measure(key: str, data: OfflineData, device: str, steps: int) -> dict:
     name, overrides = METHODS[key]
     entry = get_method_entry(name)
     config = make_method(name, "paper", overrides).config_
-    if name == "bonet":  # a slice of the windows: ``steps`` batches' worth of trajectories
-        timing = dict(
-            overrides, n_trajectories=max(1, steps * config.batch_size // config.trajectory_length)
-        )
-        subset = data
-    else:
-        timing = dict(overrides)
-        subset = rows_of(data, min(len(data), steps * config.batch_size))
-    timed_steps = steps_per_epoch(name, make_method(name, "paper", timing).config_, len(subset))
+    timing, subset, timed_steps = epoch_slice(key, data, steps)
     full_steps = steps_per_epoch(name, config, ROWS)
     warm = rows_of(data, 64)
     timed_fit(name, dict(timing, batch_size=32), warm, device, SEEDS[:1])  # warm-up

@@ -27,7 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_bound import METHODS, SEEDS, rows_of, steps_per_epoch, tfbind8_rows  # noqa: E402
+from gpu_bound import METHODS, SEEDS, epoch_slice, rows_of, tfbind8_rows  # noqa: E402
 
 from matchopt.methods import make_method  # noqa: E402
 
@@ -40,17 +40,8 @@ MAX_ATTEMPTS = 3
 
 def profiled_fit(key: str, data, device: str, steps: int, seeds: tuple) -> dict:
     """Profile one epoch of ``steps`` optimizer steps of ``fit`` (one seed) or ``fit_seeds``."""
-    name, overrides = METHODS[key]
-    config = make_method(name, "paper", overrides).config_
-    if name == "bonet":
-        timing = dict(
-            overrides, n_trajectories=max(1, steps * config.batch_size // config.trajectory_length)
-        )
-        subset = data
-    else:
-        timing = dict(overrides)
-        subset = rows_of(data, min(len(data), steps * config.batch_size))
-    n_steps = steps_per_epoch(name, make_method(name, "paper", timing).config_, len(subset))
+    name = METHODS[key][0]
+    timing, subset, n_steps = epoch_slice(key, data, steps)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     for attempt in range(MAX_ATTEMPTS):
         methods = [make_method(name, "paper", timing, seed=s, device=device) for s in seeds]

@@ -29,11 +29,19 @@ class EnsembleSurrogateMethod(Method):
     has_surrogate = True
     batches_seeds = True
 
-    def fit(self, data: OfflineData) -> EnsembleSurrogateMethod:
+    def _prepare(
+        self, data: OfflineData
+    ) -> tuple[torch.Tensor, torch.Tensor, EnsembleCache | None]:
+        """Fit the encoder; the normalized features and scores on the device, and the ensemble
+        cache (None without a folder)."""
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(self.device_)
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(self.device_)
         cache = None if self.ensemble_cache is None else EnsembleCache(self.ensemble_cache)
+        return features, scores, cache
+
+    def fit(self, data: OfflineData) -> EnsembleSurrogateMethod:
+        features, scores, cache = self._prepare(data)
         self.ensemble_ = GaussianEnsemble.from_config(
             features,
             scores,
@@ -55,10 +63,7 @@ class EnsembleSurrogateMethod(Method):
         an ensemble folder (:meth:`share_ensembles`), stored there for the methods of the same
         training fields and seeds."""
         first = methods[0]
-        encoder = DesignEncoder(data.space).fit(data.x, data.y)
-        features = torch.from_numpy(encoder.encode_x(data.x)).to(first.device_)
-        scores = torch.from_numpy(encoder.encode_y(data.y)).to(first.device_)
-        cache = None if first.ensemble_cache is None else EnsembleCache(first.ensemble_cache)
+        features, scores, cache = first._prepare(data)
 
         def snapshots(model, optimizer, orders):  # noqa: ANN001, ANN202 (fit_grouped's parts)
             return _BatchSnapshots(run, data, model, optimizer, orders)
@@ -72,8 +77,8 @@ class EnsembleSurrogateMethod(Method):
             cache,
             snapshots,
         )
-        for method, ensemble in zip(methods, ensembles):
-            method.encoder_, method.ensemble_, method.data_ = encoder, ensemble, data
+        for method, ensemble in zip(methods, ensembles):  # the same data: the same encoder
+            method.encoder_, method.ensemble_, method.data_ = first.encoder_, ensemble, data
 
     def fit_report(self) -> dict:
         """Where the ensemble came from, when it was shared through a cache (bench grids)."""

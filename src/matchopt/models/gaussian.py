@@ -344,6 +344,25 @@ def fit_grouped(
     return losses
 
 
+def config_arguments(config: Any, progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arguments of :meth:`GaussianEnsemble.trained` an :class:`EnsembleConfig` gives (its
+    ``bootstrap`` field where it has one; True otherwise): architecture, and training but the
+    seed."""
+    architecture = {
+        "n_models": config.n_models,
+        "hidden": config.hidden,
+        "activation": config.activation,
+    }
+    training = {
+        "epochs": config.epochs,
+        "batch_size": config.batch_size,
+        "lr": config.lr,
+        "bootstrap": getattr(config, "bootstrap", True),
+        "progress": progress,
+    }
+    return architecture, training
+
+
 class GaussianEnsemble(nn.Module):
     """Bootstrapped ensemble of :class:`GaussianMLP` members.
 
@@ -529,19 +548,8 @@ class GaussianEnsemble(nn.Module):
         :mod:`matchopt.models.ensemble_cache`); otherwise the trained ensemble is stored there,
         member after member. ``shared_`` of the result says which happened.
         """
-        fields = {
-            "epochs": config.epochs,
-            "batch_size": config.batch_size,
-            "lr": config.lr,
-            "seed": seed,
-            "bootstrap": getattr(config, "bootstrap", True),
-            "progress": progress,
-        }
-        architecture = {
-            "n_models": config.n_models,
-            "hidden": config.hidden,
-            "activation": config.activation,
-        }
+        architecture, fields = config_arguments(config, progress)
+        fields["seed"] = seed
         if cache is None:
             return cls.trained(x, y, **architecture, **fields)
         if seed_batch is not None:
@@ -657,18 +665,7 @@ class GaussianEnsemble(nn.Module):
         ``seed_batch``). ``shared_`` of each result says which happened; ``train_seconds``
         there is the seed's share of the batch.
         """
-        architecture = {
-            "n_models": config.n_models,
-            "hidden": config.hidden,
-            "activation": config.activation,
-        }
-        fields = {
-            "epochs": config.epochs,
-            "batch_size": config.batch_size,
-            "lr": config.lr,
-            "bootstrap": getattr(config, "bootstrap", True),
-            "progress": progress,
-        }
+        architecture, fields = config_arguments(config, progress)
         keys = [ensemble_key(x, y, config, s, False, seed_batch=seeds) for s in seeds]
         if cache is not None:
             ensembles = [
