@@ -8,8 +8,8 @@
 # 1. A smoke run: the quick preset of the methods on both embedded tasks, on the device,
 #    seeds batched (a minute; a method that breaks on the GPU fails here, not after ten minutes).
 # 2. The plan, from a measured rate: `benchmarks/gpu_bound.py` times a few training steps of
-#    each method on the device (4 seeds batched where the method can: all but BONET; ens-mean,
-#    ens-min and ga as one: they share their ensembles, `ensemble` in gpu_bound.py) and scales
+#    each method on the device (4 seeds batched; ens-mean, ens-min and ga as one: they share
+#    their ensembles, `ensemble` in gpu_bound.py) and scales
 #    them to the paper preset's epochs; the script prints each method's expected minutes and
 #    keeps, cheapest first, the methods whose expected training fits in BUDGET_SECONDS (default
 #    600; ALL=1 keeps every method: the budget then stops the grid, snapshots let the next call

@@ -1,8 +1,9 @@
 """Designs of every method's quick preset on both embedded tasks, pinned to one kernel set.
 
-Refactors must not change what a method proposes. ``python tests/reference_designs.py OUT.npz``
-stores the designs of every registered method (quick preset, seed 0, 32 designs) on both
-embedded tasks; ``tests/test_reference_designs.py`` recomputes them and compares bitwise.
+Refactors must not change what a method proposes. ``python tests/reference_designs.py OUT.npz
+[METHOD ...]`` stores the designs of every registered method (or of those named; quick preset,
+seed 0, 32 designs) on both embedded tasks; ``tests/test_reference_designs.py`` recomputes them
+and compares bitwise.
 
 Floats depend on the summation order of the kernels, which depends on the processor's
 instruction set and the thread count (see ``tests/roundoff.py``). Both sides therefore run in a
@@ -30,8 +31,9 @@ TASKS = ("styblinski-tang", "potts")
 N_DESIGNS = 32
 
 
-def compute() -> dict:
-    """Method/task name -> designs (32 x shape); numpy and torch load after the environment."""
+def compute(names: list[str] | None = None) -> dict:
+    """Task/method name -> designs (32 x shape) of ``names`` (None: every registered method);
+    numpy and torch load after the environment."""
 
     from matchopt.methods import METHODS, make_method
     from matchopt.runtime import set_threads
@@ -41,22 +43,21 @@ def compute() -> dict:
     designs = {}
     for task_name in TASKS:
         task = load_task(task_name)
-        for method_name in METHODS:
+        for method_name in names or METHODS:
             method = make_method(method_name, "quick", seed=0).fit(task.offline)
             designs[f"{task_name}/{method_name}"] = method.propose(N_DESIGNS)
     return designs
 
 
-def main(path: str) -> None:
+def main(path: str, names: list[str]) -> None:
     for key, value in PINNED_ENV.items():
         if os.environ.get(key) != value:
-            os.execvpe(
-                sys.executable, [sys.executable, __file__, path], {**os.environ, **PINNED_ENV}
-            )
+            command = [sys.executable, __file__, path, *names]
+            os.execvpe(sys.executable, command, {**os.environ, **PINNED_ENV})
     import numpy as np
 
-    np.savez_compressed(path, **compute())
+    np.savez_compressed(path, **compute(names or None))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

@@ -6,6 +6,7 @@ from matchopt.data import DesignSpace, OfflineData
 from matchopt.errors import MatchoptError
 from matchopt.methods import make_method
 from matchopt.methods.bonet import (
+    CausalBlock,
     TrajectoryTransformer,
     bin_quotas,
     decay_groups,
@@ -17,6 +18,7 @@ from matchopt.methods.bonet import (
     trajectory_loss,
     window_starts,
 )
+from matchopt.models.stacked import SeedDropout, clip_seed_grad_norms
 
 
 def test_regrets_and_equal_width_bins():
@@ -86,23 +88,110 @@ def test_returns_to_go_and_windows():
 
 
 def test_transformer_is_causal_over_rtg_and_point_tokens():
-    torch.manual_seed(0)
-    model = TrajectoryTransformer(3, 3, context=6, max_start=4, embed_dim=16, n_layers=2, n_heads=2)
-    model.eval()
-    rtgs, points = torch.rand(2, 6), torch.randn(2, 6, 3)
-    starts = torch.tensor([0, 4])
+    model = TrajectoryTransformer(
+        3, 3, context=6, max_start=4, embed_dim=16, n_layers=2, n_heads=2, seeds=(0, 1)
+    )
+    rtgs, points = torch.rand(2, 2, 6), torch.randn(2, 2, 6, 3)  # seeds x windows x steps
+    starts = torch.tensor([[0, 4], [1, 2]])
     base = model(rtgs, points, starts)
-    assert base.shape == (2, 6, 3)
+    assert base.shape == (2, 2, 6, 3)
     moved = points.clone()
-    moved[:, 3] += 1.0  # x_3 may only affect the predictions of steps 4, 5
+    moved[:, :, 3] += 1.0  # x_3 may only affect the predictions of steps 4, 5
     out = model(rtgs, moved, starts)
-    torch.testing.assert_close(out[:, :4], base[:, :4])
-    assert not torch.allclose(out[:, 4], base[:, 4])
+    torch.testing.assert_close(out[:, :, :4], base[:, :, :4])
+    assert not torch.allclose(out[:, :, 4], base[:, :, 4])
     raised = rtgs.clone()
-    raised[:, 2] += 1.0  # RTG_2 affects the prediction of step 2 itself, not the earlier ones
+    raised[:, :, 2] += 1.0  # RTG_2 affects the prediction of step 2 itself, not the earlier ones
     out = model(raised, points, starts)
-    torch.testing.assert_close(out[:, :2], base[:, :2])
-    assert not torch.allclose(out[:, 2], base[:, 2])
+    torch.testing.assert_close(out[:, :, :2], base[:, :, :2])
+    assert not torch.allclose(out[:, :, 2], base[:, :, 2])
+    # The seeds are apart: seed 1's inputs never reach seed 0's predictions.
+    other = points.clone()
+    other[1] += 1.0
+    out = model(rtgs, other, starts)
+    torch.testing.assert_close(out[0], base[0])
+    assert not torch.allclose(out[1], base[1])
+
+
+def test_each_seed_starts_from_its_own_seed():
+    together = TrajectoryTransformer(3, 5, 4, 2, embed_dim=8, n_layers=1, n_heads=2, seeds=(7, 9))
+    for k, seed in enumerate((7, 9)):
+        alone = TrajectoryTransformer(3, 5, 4, 2, embed_dim=8, n_layers=1, n_heads=2, seeds=(seed,))
+        for (name, mine), theirs in zip(alone.named_parameters(), together.parameters()):
+            torch.testing.assert_close(mine[0], theirs[k], rtol=0, atol=0, msg=name)
+        sliced = together.seed_slice(k)
+        for mine, theirs in zip(alone.parameters(), sliced.parameters()):
+            assert torch.equal(mine, theirs)
+    assert not torch.equal(together.head.weight[0], together.head.weight[1])
+    std = together.blocks[0].expand.weight.std().item()
+    assert 0.015 < std < 0.025  # minGPT's N(0, 0.02)
+
+
+def test_a_block_is_torchs_pre_norm_encoder_layer():
+    """Without dropout, the written-out block computes ``nn.TransformerEncoderLayer`` (pre-norm,
+    GELU, feed-forward 4 x width) under a causal mask, from the same weights."""
+    torch.manual_seed(0)
+    width, heads = 16, 4
+    reference = torch.nn.TransformerEncoderLayer(
+        width, heads, 4 * width, dropout=0.0, activation="gelu", batch_first=True, norm_first=True
+    ).eval()
+    with torch.no_grad():  # norms away from (1, 0), so that their weights count
+        for norm in (reference.norm1, reference.norm2):
+            norm.weight.normal_(1.0, 0.3), norm.bias.normal_(0.0, 0.3)
+    block = CausalBlock(1, width, heads)
+    attention = reference.self_attn
+    with torch.no_grad():
+        for mine, theirs in [
+            (block.norm1, reference.norm1),
+            (block.norm2, reference.norm2),
+            (block.qkv, (attention.in_proj_weight, attention.in_proj_bias)),
+            (block.projection, attention.out_proj),
+            (block.expand, reference.linear1),
+            (block.contract, reference.linear2),
+        ]:
+            weight, bias = theirs if isinstance(theirs, tuple) else (theirs.weight, theirs.bias)
+            mine.weight[0] = weight.T if weight.dim() == 2 else weight
+            mine.bias[0, 0] = bias
+    h = torch.randn(3, 10, width)
+    future = torch.ones(10, 10, dtype=torch.bool).triu(1)
+    expected = reference(h, src_mask=torch.nn.Transformer.generate_square_subsequent_mask(10))
+    got = block(h[None], future, lambda x: x)[0]
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_seed_dropout_draws_each_seeds_masks_from_its_own_generator():
+    x = torch.ones(2, 1000)
+    drop = SeedDropout(0.25, [torch.Generator().manual_seed(s) for s in (3, 4)])
+    out = drop(x)
+    assert out.unique().tolist() == [0.0, pytest.approx(1.0 / 0.75)]
+    assert 0.2 < (out == 0).float().mean() < 0.3
+    alone = SeedDropout(0.25, [torch.Generator().manual_seed(4)])(x[1:])
+    assert torch.equal(alone[0], out[1])  # seed 4's masks, batched or alone
+    assert SeedDropout(0.0, [])(x) is x
+    with pytest.raises(MatchoptError, match="1 dropout generators for 2 seeds"):
+        SeedDropout(0.5, [torch.Generator()])(x)
+    with pytest.raises(MatchoptError, match="dropout must be in"):
+        SeedDropout(1.0, [])
+
+
+def test_seed_gradient_clipping_is_each_seeds_clip_grad_norm():
+    generator = torch.Generator().manual_seed(0)
+    stacked = [torch.nn.Parameter(torch.zeros(3, 4, 5)), torch.nn.Parameter(torch.zeros(3, 7))]
+    for p in stacked:
+        p.grad = torch.randn(p.shape, generator=generator) * 0.5
+    stacked[0].grad[2] *= 1e-3  # seed 2's norm is under the limit: left alone
+    stacked[1].grad[2] *= 1e-3
+    singles = [[torch.nn.Parameter(p[k].clone()) for p in stacked] for k in range(3)]
+    for k, params in enumerate(singles):
+        for p, s in zip(params, stacked):
+            p.grad = s.grad[k].clone()
+    norms = clip_seed_grad_norms(stacked, 1.0)
+    for k, params in enumerate(singles):
+        norm = torch.nn.utils.clip_grad_norm_(params, 1.0)
+        assert norms[k].item() == pytest.approx(norm.item(), rel=1e-6)
+        for p, s in zip(params, stacked):
+            torch.testing.assert_close(s.grad[k], p.grad)
+    assert norms[2] < 1.0 < norms[0]
 
 
 def test_discrete_loss_sums_the_positions_cross_entropy():
@@ -115,20 +204,36 @@ def test_discrete_loss_sums_the_positions_cross_entropy():
         )
         for k in range(4)
     )
-    torch.testing.assert_close(trajectory_loss(logits, None, tokens, 5), expected)
-    x = torch.randn(2, 3, 4)
-    torch.testing.assert_close(trajectory_loss(x + 1.0, x, None, 0), torch.tensor(1.0))
+    # Two seeds: the second one's loss is the first one's of other logits.
+    both = trajectory_loss(torch.stack([logits, logits + 1.0]), None, torch.stack([tokens] * 2), 5)
+    torch.testing.assert_close(both[0], expected)
+    torch.testing.assert_close(both[1], expected)  # softmax is shift-invariant
+    x = torch.randn(2, 2, 3, 4)
+    torch.testing.assert_close(
+        trajectory_loss(x + torch.tensor([1.0, 2.0])[:, None, None, None], x, None, 0),
+        torch.tensor([1.0, 4.0]),
+    )
 
 
 def test_weight_decay_only_on_matrices():
     model = TrajectoryTransformer(3, 3, context=4, max_start=2, embed_dim=8, n_layers=1, n_heads=2)
     decay, no_decay = decay_groups(model, 0.1)
     names = {id(p): n for n, p in model.named_parameters()}
-    assert all(p.dim() == 2 for p in decay["params"])
-    assert "blocks.layers.0.self_attn.in_proj_weight" in {names[id(p)] for p in decay["params"]}
+    decayed = {names[id(p)] for p in decay["params"]}
+    assert decayed == {f"{m}.weight" for m in LINEARS}
     kept = {names[id(p)] for p in no_decay["params"]}
-    assert {"token_position", "step_position", "head.bias", "blocks.norm.weight"} <= kept
+    assert {"token_position", "step_position", "head.bias", "norm.weight"} <= kept
+    assert len(decayed) + len(kept) == len(names)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+
+
+#: The linear maps of a one-layer transformer.
+LINEARS = [
+    "rtg_embedding",
+    "point_embedding",
+    *(f"blocks.0.{m}" for m in ("qkv", "projection", "expand", "contract")),
+    "head",
+]
 
 
 class RecordingModel(torch.nn.Module):

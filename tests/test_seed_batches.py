@@ -17,6 +17,7 @@ import pytest
 import torch
 from roundoff import SAFETY, dot_roundoff
 
+import matchopt.methods.bonet as bonet_module
 import matchopt.methods.coms as coms_module
 import matchopt.methods.ddom as ddom_module
 import matchopt.methods.mins as mins_module
@@ -79,6 +80,9 @@ BATCHED = [
     ("coms", "model_", coms_module, "conservative_losses"),
     # Ens-Mean's Gaussian ensemble, as GA, Ens-Min, CMA-ES and BO-qEI train it.
     ("ens-mean", "ensemble_", gaussian_module, "soft_clamp"),
+    # BONET's transformer is written with the seed dimension first (each seed's dropout masks
+    # from its own generator); a run alone is the batch of one.
+    ("bonet", "model_", bonet_module, "trajectory_loss"),
 ]
 #: MINs batches its seeds too, but its Adam has beta1 = 0: a step moves every parameter by
 #: about lr * sign(gradient), so a gradient entry near 0 whose sign round-off flips moves by
@@ -218,7 +222,10 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
 
     reference = batch()
     real, calls = getattr(module, hook), []
-    steps_per_epoch = -(-len(data) // make_method(name, "quick").config_.batch_size)
+    config = make_method(name, "quick").config_
+    # BONET's steps go over trajectory windows, the others' over the offline rows.
+    rows = config.n_trajectories * config.trajectory_length if name == "bonet" else len(data)
+    steps_per_epoch = -(-rows // config.batch_size)
 
     def interrupted(*args, **kwargs):
         calls.append(1)

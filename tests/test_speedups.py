@@ -302,10 +302,11 @@ def test_narrow_ensembles_train_grouped_and_wide_ones_in_turn(monkeypatch, regre
 def test_bonet_micro_batches_sum_to_the_batch_gradient(task_name, monkeypatch):
     """Without dropout (whose masks depend on how the batch is cut) the accumulated gradient of
     every step is the whole batch's, and training ends at the same parameters up to rounding."""
+    import matchopt.methods.bonet as bonet
     from matchopt.methods import make_method
     from matchopt.tasks import load_task
 
-    clip = torch.nn.utils.clip_grad_norm_
+    clip = bonet.clip_seed_grad_norms
     gradients: list[list[torch.Tensor]] = []
 
     def record_then_clip(parameters, max_norm):
@@ -313,7 +314,7 @@ def test_bonet_micro_batches_sum_to_the_batch_gradient(task_name, monkeypatch):
         gradients[-1].append(torch.cat([p.grad.flatten() for p in parameters]).clone())
         return clip(parameters, max_norm)
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", record_then_clip)
+    monkeypatch.setattr(bonet, "clip_seed_grad_norms", record_then_clip)
     task = load_task(task_name)
     trained = []
     for micro_batch in ("None", "8"):

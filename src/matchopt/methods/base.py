@@ -83,6 +83,33 @@ def seed_losses_check(n_seeds: int) -> Callable[[dict[str, Any], int], str | Non
     return check
 
 
+def end_seed_epoch(
+    snapshots: Any,
+    losses: list[list[float]],
+    totals: Sequence[Any],
+    count: int,
+    bar: Any,
+    epoch: int,
+    epochs: int,
+    **values: Any,
+) -> None:
+    """After epoch ``epoch`` (1-based) of ``epochs`` of a seed batch: each seed's mean loss (its
+    :class:`~matchopt.models.LossTotal` over ``count``) appended to its list in ``losses``, the
+    first seed's shown on ``bar``, and a snapshot when due
+    (:meth:`~matchopt.checkpoints.LoopSnapshots.save`: the first seed's losses as ``losses``,
+    every seed's as ``seed_losses``, then ``values``)."""
+    for own, total in zip(losses, totals):
+        own.append(total.value() / count)
+    bar.set_postfix(loss=f"{losses[0][-1]:.4f}", refresh=False)
+    snapshots.save(
+        epoch,
+        epochs,
+        losses=list(losses[0]),
+        seed_losses=[list(own) for own in losses],
+        **values,
+    )
+
+
 class Method(ABC):
     """Base class of all methods (scikit-learn style: fit returns self, learned state ends in _).
 

@@ -14,10 +14,11 @@ Read top to bottom:
 3. **Trajectories**: 800 trajectories, each drawing its bins' quotas with replacement and sorted
    by increasing y; the return-to-go token ``RTG_t = sum_{s >= t} r_s`` is the regret still to be
    spent from step t on.
-4. **Model**: a causal transformer (``torch.nn.TransformerEncoder`` with a causal mask; embedding
-   128, 8 layers, 8 heads, dropout 0.1) over interleaved tokens ``RTG_1, x_1, RTG_2, x_2, ...``
-   in windows of 64 pairs; the output at ``RTG_t`` predicts ``x_t`` (MSE on features; a
-   cross-entropy per token position for discrete designs). AdamW 1e-4, weight decay 0.1, 75 epochs.
+4. **Model**: a causal transformer (pre-LayerNorm layers as ``torch.nn.TransformerEncoderLayer``
+   with a causal mask; embedding 128, 8 layers, 8 heads, dropout 0.1) over interleaved tokens
+   ``RTG_1, x_1, RTG_2, x_2, ...`` in windows of 64 pairs; the output at ``RTG_t`` predicts
+   ``x_t`` (MSE on features; a cross-entropy per token position for discrete designs). AdamW
+   1e-4, weight decay 0.1, 75 epochs.
 5. **Rollout**: prompt with the first 64 points of a fresh trajectory, their RTGs shifted so
    that the budget left after the prompt is the target RTG (0); roll out 64 points with the RTG
    held at the target. Two rollouts give the 128 designs (no oracle is used to choose among them).
@@ -47,9 +48,11 @@ Choices where the authors' code leaves a choice (documented in docs/baselines.md
 
 Deviations from the authors' code:
 
-* the transformer is ``torch.nn.TransformerEncoder`` (pre-LayerNorm, GELU, feed-forward 4 x 128)
-  instead of minGPT's hand-written blocks; the library layer also applies dropout inside the
-  feed-forward block.
+* the layers are those of ``torch.nn.TransformerEncoderLayer`` (pre-LayerNorm, GELU,
+  feed-forward 4 x 128; dropout also inside the feed-forward block) instead of minGPT's blocks,
+  written out with the seed dimension first (:class:`CausalBlock`): seeds then train as one
+  batch (:meth:`Method.fit_seeds`, issue 28), each seed's initial weights and dropout masks
+  drawn from its own generators, so that a batched seed trains as its run alone.
 * the trajectory-level position ("timestep") embedding is indexed by the first step of the
   window both in training and in rollouts; the authors' rollout indexes it by the current step,
   which reaches indices that training never updates.
@@ -66,22 +69,24 @@ Deviations from the authors' code:
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import LoopSnapshots, TorchGlobalRNG
+from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
+from matchopt.methods.base import Method, SeedBatch, end_seed_epoch, seed_losses_check
 from matchopt.models import LossTotal, adam
-from matchopt.runtime import cuda_indices, seeded_torch_rng
+from matchopt.models.stacked import SeedDropout, SeedLayerNorm, SeedLinear, clip_seed_grad_norms
 
 
 @dataclass(frozen=True)
@@ -244,15 +249,56 @@ def window_starts(n_trajectories: int, length: int, context: int) -> np.ndarray:
 # --- 4. The transformer --------------------------------------------------------------------------
 
 
+class CausalBlock(nn.Module):
+    """One pre-LayerNorm transformer layer of S seeds (``nn.TransformerEncoderLayer`` with
+    ``norm_first=True``, GELU, feed-forward 4 x width, a causal mask), written out so that
+    each seed's dropout masks come from its own generator:
+    ``h + drop(attention(norm1(h)))``, then ``h + drop(W2 drop(gelu(W1 norm2(h))))``, the
+    attention weights dropped too.
+    """
+
+    def __init__(self, n_seeds: int, width: int, n_heads: int):
+        super().__init__()
+        self.n_heads = n_heads
+        self.norm1 = SeedLayerNorm(n_seeds, width)
+        self.qkv = SeedLinear(n_seeds, width, 3 * width)
+        self.projection = SeedLinear(n_seeds, width, width)
+        self.norm2 = SeedLayerNorm(n_seeds, width)
+        self.expand = SeedLinear(n_seeds, width, 4 * width)
+        self.contract = SeedLinear(n_seeds, 4 * width, width)
+
+    def forward(self, h: torch.Tensor, future: torch.Tensor, drop: Callable) -> torch.Tensor:
+        """``h`` (S x B x L x width); ``future`` (L x L) is True above the diagonal."""
+        seeds, batch, length, width = h.shape
+        heads = self.n_heads
+        q, k, v = (
+            self.qkv(self.norm1(h))
+            .view(seeds, batch, length, 3, heads, width // heads)
+            .permute(3, 0, 1, 4, 2, 5)  # 3 x S x B x heads x L x head width
+        )
+        scores = (q * (width // heads) ** -0.5) @ k.transpose(-1, -2)
+        attention = drop(scores.masked_fill_(future, float("-inf")).softmax(-1))
+        mixed = (attention @ v).transpose(2, 3).reshape(seeds, batch, length, width)
+        h = h + drop(self.projection(mixed))
+        hidden = drop(nn.functional.gelu(self.expand(self.norm2(h))))
+        return h + drop(self.contract(hidden))
+
+
 class TrajectoryTransformer(nn.Module):
     """Causal transformer over interleaved (RTG, x) tokens; predicts x_t at the RTG_t token.
+
+    It holds the transformers of S seeds (every parameter with the seed dimension first; a
+    single run is S = 1), each initialized from its own seed, so that a batch of seeds trains
+    in one pass per step and seed k's slice trains as seed k alone (issue 28).
 
     Args:
         in_features: width of a design's feature vector.
         out_features: prediction width (features, or length x vocab logits).
         context: maximum number of (RTG, x) pairs in a window.
         max_start: largest trajectory step a window may start at.
-        embed_dim, n_layers, n_heads, dropout: transformer shape.
+        embed_dim, n_layers, n_heads: transformer shape.
+        seeds: one per transformer; seed k's initial weights are drawn from a CPU generator
+            seeded with ``seeds[k]`` (the same start on every device).
     """
 
     def __init__(
@@ -264,64 +310,108 @@ class TrajectoryTransformer(nn.Module):
         embed_dim: int = 128,
         n_layers: int = 8,
         n_heads: int = 8,
-        dropout: float = 0.1,
+        seeds: Sequence[int] = (0,),
     ):
         super().__init__()
-        self.rtg_embedding = nn.Sequential(nn.Linear(1, embed_dim), nn.Tanh())
-        self.point_embedding = nn.Sequential(nn.Linear(in_features, embed_dim), nn.Tanh())
-        self.token_position = nn.Parameter(torch.zeros(1, 2 * context, embed_dim))
-        self.step_position = nn.Parameter(torch.zeros(max_start + 1, embed_dim))
-        self.dropout = nn.Dropout(dropout)
-        layer = nn.TransformerEncoderLayer(
-            embed_dim,
-            n_heads,
-            dim_feedforward=4 * embed_dim,
-            dropout=dropout,
-            activation="gelu",
-            batch_first=True,
-            norm_first=True,
-        )
-        self.blocks = nn.TransformerEncoder(
-            layer, n_layers, norm=nn.LayerNorm(embed_dim), enable_nested_tensor=False
-        )
-        self.head = nn.Linear(embed_dim, out_features)
-        # minGPT's initialization of the blocks and the head; the RTG embedding keeps torch's
-        # default and the point embedding gets N(0, 0.02) weights, as in the authors' model.
-        for module in (self.blocks, self.head):
-            for name, p in module.named_parameters():
-                if p.dim() == 2:
-                    nn.init.normal_(p, std=0.02)
-                elif name.endswith("bias"):
-                    nn.init.zeros_(p)
-        nn.init.normal_(self.point_embedding[0].weight, std=0.02)
+        n = len(seeds)
+        self.rtg_embedding = SeedLinear(n, 1, embed_dim)
+        self.point_embedding = SeedLinear(n, in_features, embed_dim)
+        self.token_position = nn.Parameter(torch.zeros(n, 1, 2 * context, embed_dim))
+        self.step_position = nn.Parameter(torch.zeros(n, max_start + 1, embed_dim))
+        self.blocks = nn.ModuleList(CausalBlock(n, embed_dim, n_heads) for _ in range(n_layers))
+        self.norm = SeedLayerNorm(n, embed_dim)
+        self.head = SeedLinear(n, embed_dim, out_features)
+        with torch.no_grad():
+            for k, seed in enumerate(seeds):
+                self._initialize(k, torch.Generator().manual_seed(seed))
+
+    def _initialize(self, k: int, generator: torch.Generator) -> None:
+        """Seed k's initial weights: minGPT's N(0, 0.02) matrices and zero biases in the blocks
+        and the head, a N(0, 0.02) point embedding, torch's default ``nn.Linear`` start
+        U(-1/sqrt(fan in), 1/sqrt(fan in)) for the RTG embedding and the point embedding's bias
+        (as the authors' model); positions start at 0, norms at (1, 0)."""
+
+        def uniform(p: torch.Tensor, fan_in: int) -> None:
+            bound = fan_in**-0.5
+            p[k] = torch.rand(p.shape[1:], generator=generator) * (2 * bound) - bound
+
+        def normal(p: torch.Tensor) -> None:
+            p[k] = torch.randn(p.shape[1:], generator=generator) * 0.02
+
+        uniform(self.rtg_embedding.weight, 1)
+        uniform(self.rtg_embedding.bias, 1)
+        normal(self.point_embedding.weight)
+        uniform(self.point_embedding.bias, self.point_embedding.weight.shape[1])
+        for linear in self.linears()[2:]:
+            normal(linear.weight)
+            linear.bias[k] = 0.0
+
+    def linears(self) -> list[SeedLinear]:
+        """Every linear map: the two embeddings, the blocks' (in order) and the head."""
+        return [m for m in self.modules() if isinstance(m, SeedLinear)]
+
+    @property
+    def n_seeds(self) -> int:
+        return self.head.weight.shape[0]
 
     def forward(
-        self, rtgs: torch.Tensor, points: torch.Tensor, starts: torch.Tensor
+        self,
+        rtgs: torch.Tensor,
+        points: torch.Tensor,
+        starts: torch.Tensor,
+        drop: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> torch.Tensor:
-        """Predictions (B x T x out_features) of x_t from RTG_1..RTG_t and x_1..x_{t-1}.
+        """Predictions (S x B x T x out_features) of x_t from RTG_1..RTG_t and x_1..x_{t-1}.
 
         Args:
-            rtgs: returns-to-go (B x T).
-            points: features (B x T x in_features); the last row may be a placeholder when
+            rtgs: returns-to-go (S x B x T).
+            points: features (S x B x T x in_features); the last row may be a placeholder when
                 only the prediction of the last step is needed (causality hides it).
-            starts: trajectory step of each window's first pair (B,).
+            starts: trajectory step of each window's first pair (S x B).
+            drop: dropout (a :class:`~matchopt.models.stacked.SeedDropout`) in training; None
+                for none.
         """
-        batch, steps = rtgs.shape
+        drop = drop or (lambda x: x)
+        seeds, batch, steps = rtgs.shape
         tokens = torch.stack(
-            [self.rtg_embedding(rtgs.unsqueeze(-1)), self.point_embedding(points)], dim=2
-        ).reshape(batch, 2 * steps, -1)
-        tokens = tokens + self.token_position[:, : 2 * steps] + self.step_position[starts, None]
-        mask = nn.Transformer.generate_square_subsequent_mask(2 * steps, device=rtgs.device)
-        hidden = self.blocks(self.dropout(tokens), mask=mask, is_causal=True)
-        return self.head(hidden[:, 0::2])
+            [
+                torch.tanh(self.rtg_embedding(rtgs.unsqueeze(-1))),
+                torch.tanh(self.point_embedding(points)),
+            ],
+            dim=3,
+        ).reshape(seeds, batch, 2 * steps, -1)
+        own = torch.arange(seeds, device=rtgs.device)[:, None]
+        tokens = (
+            tokens
+            + self.token_position[:, :, : 2 * steps]
+            + self.step_position[own, starts].unsqueeze(2)
+        )
+        future = torch.ones(2 * steps, 2 * steps, dtype=torch.bool, device=rtgs.device).triu(1)
+        h = drop(tokens)
+        for block in self.blocks:
+            h = block(h, future, drop)
+        return self.head(self.norm(h)[:, :, 0::2])
+
+    @torch.no_grad()
+    def seed_slice(self, k: int) -> TrajectoryTransformer:
+        """Seed k's transformer alone (S = 1), a copy."""
+        one = copy.deepcopy(self)
+        for p in one.parameters():
+            p.data = p.data[k : k + 1].clone()
+        return one
 
 
-def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW parameter groups as minGPT: decay matrices, not biases, norms or positions."""
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        is_matrix = p.dim() == 2 and "position" not in name
-        (decay if is_matrix and "norm" not in name else no_decay).append(p)
+def dropout_seed(seed: int) -> int:
+    """Seed of a run's dropout generator: a stream apart from its initialization's (``seed``)."""
+    return int(np.random.SeedSequence([seed, 2]).generate_state(1)[0])
+
+
+def decay_groups(model: TrajectoryTransformer, weight_decay: float) -> list[dict]:
+    """AdamW parameter groups as minGPT: decay the linear maps' matrices, not their biases, the
+    norms or the positions."""
+    matrices = {id(linear.weight) for linear in model.linears()}
+    decay = [p for p in model.parameters() if id(p) in matrices]
+    no_decay = [p for p in model.parameters() if id(p) not in matrices]
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
@@ -331,13 +421,17 @@ def decay_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 def trajectory_loss(
     predictions: torch.Tensor, features: torch.Tensor, tokens: torch.Tensor | None, vocab: int
 ) -> torch.Tensor:
-    """MSE on features (continuous), or the sum over positions of the mean cross-entropy of the
-    tokens (discrete; ``tokens`` B x T x length), as the authors' discrete model."""
+    """Each seed's loss (S,): MSE on features (continuous), or the sum over positions of the
+    mean cross-entropy of the tokens (discrete; ``tokens`` S x B x T x length), as the authors'
+    discrete model. ``predictions`` and ``features`` are S x B x T x ...."""
+    seeds = predictions.shape[0]
     if tokens is None:
-        return nn.functional.mse_loss(predictions, features)
+        return (predictions - features).pow(2).reshape(seeds, -1).mean(1)
     length = tokens.shape[-1]
-    logits = predictions.reshape(-1, vocab)
-    return length * nn.functional.cross_entropy(logits, tokens.reshape(-1))
+    entropy = nn.functional.cross_entropy(
+        predictions.reshape(-1, vocab), tokens.reshape(-1), reduction="none"
+    )
+    return length * entropy.view(seeds, -1).mean(1)
 
 
 # --- 5. Rollout ---------------------------------------------------------------------------------
@@ -345,7 +439,7 @@ def trajectory_loss(
 
 @torch.no_grad()
 def rollout(
-    model: nn.Module,
+    predict: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
     points: torch.Tensor,
     rtgs: torch.Tensor,
     steps: int,
@@ -359,7 +453,8 @@ def rollout(
     (causality hides it), and appends the prediction at the new RTG token.
 
     Args:
-        model: the trained :class:`TrajectoryTransformer` (in eval mode).
+        predict: one trained transformer (in eval mode) on windows of R rollouts: returns-to-go
+            (R x T), points (R x T x F) and start steps (R,) -> predictions (R x T x out).
         points: prompt features (R x P x F).
         rtgs: prompt returns-to-go (R x P), shifted so that the budget after the prompt is
             ``target_rtg``.
@@ -380,7 +475,7 @@ def rollout(
         start = max(0, rtgs.shape[1] - context)
         window = torch.cat([points, placeholder], dim=1)[:, start:]
         starts = torch.full((n_rollouts,), start, dtype=torch.long, device=rtgs.device)
-        design, feature = decode(model(rtgs[:, start:], window, starts)[:, -1])
+        design, feature = decode(predict(rtgs[:, start:], window, starts)[:, -1])
         designs.append(design)
         points = torch.cat([points, feature.unsqueeze(1)], dim=1)
     return np.stack(designs, axis=1)
@@ -407,6 +502,7 @@ class BONET(Method):
 
     config_class = BONETConfig
     resumable = True
+    batches_seeds = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _validate(self, n_rows: int) -> None:
@@ -421,111 +517,138 @@ class BONET(Method):
             raise MatchoptError("BONET needs at least two offline designs")
 
     def fit(self, data: OfflineData) -> BONET:
-        config = self.config_
-        self._validate(len(data))
+        self._train([self], data, self)
+        return self
+
+    @classmethod
+    def _fit_seeds(cls, methods: Sequence[BONET], data: OfflineData, run: SeedBatch) -> None:
+        """:meth:`fit` of every seed at once: one transformer of S seeds, one AdamW step for
+        all, each seed's trajectories, window orders and dropout masks from its own
+        generators."""
+        cls._train(methods, data, run)
+
+    @classmethod
+    def _train(cls, methods: Sequence[BONET], data: OfflineData, owner: Any) -> None:
+        """Train the transformers of ``methods`` (one seed each, or one method alone) as one
+        seed stack; ``owner`` keys the training snapshots (the method, or the batch)."""
+        first = methods[0]
+        config = first.config_
+        first._validate(len(data))
         space = data.space
-        device = self.device_
-        self.encoder_ = DesignEncoder(space).fit(data.x, data.y)
-        features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(device)
+        device = first.device_
+        encoder = DesignEncoder(space).fit(data.x, data.y)
+        features = torch.from_numpy(encoder.encode_x(data.x)).to(device)
         tokens = torch.tensor(data.x, device=device) if space.is_discrete else None
         vocab = space.vocab_size or 0
         out_features = space.shape[0] * vocab if space.is_discrete else features.shape[1]
 
-        # 1-3. Trajectories (row indices) and their returns-to-go.
-        self.regrets_ = normalized_regrets(data.y)
-        self.bins_ = regret_bins(self.regrets_, config.n_bins)
-        self.quotas_ = bin_quotas(
-            self.regrets_,
-            self.bins_,
+        # 1-3. Trajectories (row indices) and their returns-to-go, per seed.
+        regrets = normalized_regrets(data.y)
+        bins = regret_bins(regrets, config.n_bins)
+        quotas = bin_quotas(
+            regrets,
+            bins,
             config.n_bins,
             config.trajectory_length,
             config.smoothing,
             config.temperature_percentile,
             config.bin_value,
         )
-        rng = np.random.default_rng(self.seed)
-        rows = sample_trajectories(
-            self.bins_, self.quotas_, self.regrets_, config.n_trajectories, rng
-        )
-        rtgs = torch.from_numpy(returns_to_go(self.regrets_[rows])).float().to(device)
+        rngs = [np.random.default_rng(m.seed) for m in methods]
+        rows = np.stack(
+            [sample_trajectories(bins, quotas, regrets, config.n_trajectories, r) for r in rngs]
+        )  # S x trajectories x T
+        rtgs = torch.from_numpy(returns_to_go(regrets[rows])).float().to(device)
         rows = torch.from_numpy(rows).to(device)
         windows = window_starts(
             config.n_trajectories, config.trajectory_length, config.context_length
         )
         offsets = torch.arange(config.context_length, device=device)
+        own = torch.arange(len(methods), device=device)[:, None, None]  # each seed's slice
 
-        # 4. Train the transformer (dropout draws from the forked, seeded torch RNG).
-        with seeded_torch_rng(self.seed, device):
-            model = TrajectoryTransformer(
-                features.shape[1],
-                out_features,
-                config.context_length,
-                config.trajectory_length - config.context_length,
-                config.embed_dim,
-                config.n_layers,
-                config.n_heads,
-                config.dropout,
-            ).to(device)
-            optimizer = adam(
-                decay_groups(model, config.weight_decay),
-                lr=config.lr,
-                betas=(0.9, 0.95),
-                decoupled=True,
-            )
-            self.losses_: list[float] = []
-            snapshots = LoopSnapshots(
-                self,
-                data,
-                model=model,
-                optimizer=optimizer,
-                rng=rng,
-                dropout=TorchGlobalRNG(cuda_indices(device)),
-            )
-            first = snapshots.start(self.losses_, config.epochs)  # a killed run: go on
-            bar = tqdm(
-                range(first, config.epochs),
-                initial=first,
-                total=config.epochs,
-                desc="BONET training",
-                unit="epoch",
-                disable=not self.progress,
-                leave=False,
-            )
-            for epoch in bar:
-                order = torch.from_numpy(windows[rng.permutation(len(windows))]).to(device)
-                total = LossTotal()
-                for begin in range(0, len(order), config.batch_size):
-                    batch = order[begin : begin + config.batch_size]
-                    optimizer.zero_grad()
-                    batch_loss = LossTotal()
-                    for part in batch.split(config.micro_batch or len(batch)):
-                        trajectory, start = part.unbind(1)
-                        steps = start[:, None] + offsets  # (B x context) trajectory steps
-                        window = rows[trajectory[:, None], steps]  # their offline rows
-                        predictions = model(
-                            rtgs[trajectory[:, None], steps], features[window], start
-                        )
-                        loss = trajectory_loss(
-                            predictions,
-                            features[window],
-                            None if tokens is None else tokens[window],
-                            vocab,
-                        )
-                        # The loss is a mean over the part: weighted by its share of the batch,
-                        # the parts' gradients add up to the whole batch's.
-                        (loss * (len(part) / len(batch))).backward()
-                        batch_loss.add(loss, len(part))
-                    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    optimizer.step()
+        # 4. Train the transformers; each seed's dropout draws from its own generator.
+        model = TrajectoryTransformer(
+            features.shape[1],
+            out_features,
+            config.context_length,
+            config.trajectory_length - config.context_length,
+            config.embed_dim,
+            config.n_layers,
+            config.n_heads,
+            seeds=[m.seed for m in methods],
+        ).to(device)
+        dropout_generators = [
+            torch.Generator(device=device).manual_seed(dropout_seed(m.seed)) for m in methods
+        ]
+        drop = SeedDropout(config.dropout, dropout_generators)
+        optimizer = adam(
+            decay_groups(model, config.weight_decay),
+            lr=config.lr,
+            betas=(0.9, 0.95),
+            decoupled=True,
+        )
+        losses: list[list[float]] = [[] for _ in methods]
+        snapshots = LoopSnapshots(
+            owner,
+            data,
+            model=model,
+            optimizer=optimizer,
+            **{f"rng{k}": r for k, r in enumerate(rngs)},
+            **{f"dropout{k}": g for k, g in enumerate(dropout_generators)},
+        )
+        first_epoch = snapshots.start(
+            losses[0], config.epochs, check=seed_losses_check(len(methods))
+        )
+        losses = snapshots.saved.get("seed_losses", losses)  # a killed run: go on
+        bar = tqdm(
+            range(first_epoch, config.epochs),
+            initial=first_epoch,
+            total=config.epochs,
+            desc="BONET training" + (f" ({len(methods)} seeds)" if len(methods) > 1 else ""),
+            unit="epoch",
+            disable=not first.progress,
+            leave=False,
+        )
+        for epoch in bar:
+            orders = np.stack([windows[r.permutation(len(windows))] for r in rngs])
+            orders = torch.from_numpy(orders).to(device)  # S x windows x (trajectory, start)
+            totals = [LossTotal() for _ in methods]
+            for begin in range(0, orders.shape[1], config.batch_size):
+                batch = orders[:, begin : begin + config.batch_size]
+                optimizer.zero_grad()
+                batch_losses = [LossTotal() for _ in methods]
+                for part in batch.split(config.micro_batch or batch.shape[1], dim=1):
+                    trajectory, start = part.unbind(-1)  # S x B each
+                    steps = start[..., None] + offsets  # S x B x context trajectory steps
+                    window = rows[own, trajectory[..., None], steps]  # their offline rows
+                    predictions = model(
+                        rtgs[own, trajectory[..., None], steps], features[window], start, drop
+                    )
+                    loss = trajectory_loss(
+                        predictions,
+                        features[window],
+                        None if tokens is None else tokens[window],
+                        vocab,
+                    )
+                    # Each seed's loss is a mean over the part: weighted by its share of the
+                    # batch, the parts' gradients add up to the whole batch's; summed over the
+                    # seeds, each seed's slice gets its own gradient.
+                    (loss * (part.shape[1] / batch.shape[1])).sum().backward()
+                    for total, seed_loss in zip(batch_losses, loss):
+                        total.add(seed_loss, part.shape[1])
+                clip_seed_grad_norms(list(model.parameters()), 1.0)
+                optimizer.step()
+                for total, batch_loss in zip(totals, batch_losses):
                     total.add(batch_loss)
-                self.losses_.append(total.value() / len(order))
-                bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
-                snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
-            bar.close()
+            end_seed_epoch(snapshots, losses, totals, len(windows), bar, epoch + 1, config.epochs)
+        bar.close()
         model.eval()
-        self.model_ = model
-        self.data_ = data
-        return self
+        for k, method in enumerate(methods):
+            method.encoder_ = encoder
+            method.regrets_, method.bins_, method.quotas_ = regrets, bins, quotas
+            method.model_ = model if len(methods) == 1 else model.seed_slice(k)
+            method.losses_ = losses[k]
+            method.data_ = data
 
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs from ``ceil(n / (T - prompt_length))`` rollouts (2 for the paper)."""
@@ -542,7 +665,7 @@ class BONET(Method):
         points = torch.from_numpy(features).view(n_rollouts, config.prompt_length, -1).to(device)
         rtgs = torch.from_numpy(prompt_rtgs).float().to(device)
         designs = rollout(
-            self.model_,
+            lambda r, x, s: self.model_(r[None], x[None], s[None])[0],
             points,
             rtgs,
             new_steps,

@@ -45,7 +45,13 @@ from tqdm.auto import tqdm
 from matchopt.checkpoints import LoopSnapshots, state_problem
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method, SeedBatch, by_design_type, seed_losses_check
+from matchopt.methods.base import (
+    Method,
+    SeedBatch,
+    by_design_type,
+    end_seed_epoch,
+    seed_losses_check,
+)
 from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.models.stacked import SeedStack, per_seed
 from matchopt.runtime import seeded_torch_rng
@@ -328,14 +334,14 @@ class Coms(Method):
                 alpha_optimizer.step()
                 for total, loss in zip(totals, model_loss):
                     total.add(loss, batch.shape[1])
-            for own, total in zip(losses, totals):
-                own.append(total.value() / n_rows)
-            bar.set_postfix(loss=f"{losses[0][-1]:.4f}", refresh=False)
-            snapshots.save(
+            end_seed_epoch(
+                snapshots,
+                losses,
+                totals,
+                n_rows,
+                bar,
                 epoch + 1,
                 config.epochs,
-                losses=list(losses[0]),
-                seed_losses=[list(own) for own in losses],
                 log_alpha=log_alpha.detach().clone(),
             )
         bar.close()

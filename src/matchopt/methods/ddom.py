@@ -60,7 +60,7 @@ from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method, SeedBatch, seed_losses_check
+from matchopt.methods.base import Method, SeedBatch, end_seed_epoch, seed_losses_check
 from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.models.stacked import SeedStack, per_seed
 from matchopt.runtime import seeded_torch_rng
@@ -422,15 +422,7 @@ class Ddom(Method):
                 optimizer.step()
                 for total, loss in zip(totals, seed_losses):
                     total.add(loss, batch.shape[1])
-            for own, total in zip(losses, totals):
-                own.append(total.value() / len(features))
-            bar.set_postfix(loss=f"{losses[0][-1]:.4f}", refresh=False)
-            snapshots.save(
-                epoch + 1,
-                config.epochs,
-                losses=list(losses[0]),
-                seed_losses=[list(x) for x in losses],
-            )
+            end_seed_epoch(snapshots, losses, totals, len(features), bar, epoch + 1, config.epochs)
         bar.close()
         stack.unstack_into(nets)
         for method, net, own in zip(methods, nets, losses):

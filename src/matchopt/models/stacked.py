@@ -136,3 +136,89 @@ class SeedDraws:
     def gumbel(self, *shape: int) -> torch.Tensor:
         """Standard Gumbel noise (:func:`~matchopt.models.sampling.gumbel_noise`)."""
         return self._each(lambda g: gumbel_noise(shape, g, self.device))
+
+
+# --- Layers written with the seed dimension (for networks whose draws vmap cannot split) -------
+
+
+class SeedLinear(nn.Module):
+    """S independent linear maps in one batched product: ``y[k] = x[k] @ weight[k] + bias[k]``.
+
+    For networks written with the seed dimension first (a single run is S = 1), where
+    :class:`SeedStack`'s ``vmap`` cannot serve: their random draws (dropout) must come from
+    each seed's own generator inside the forward pass.
+
+    Args:
+        n_seeds: S.
+        in_features, out_features: the shape of each seed's map.
+    """
+
+    def __init__(self, n_seeds: int, in_features: int, out_features: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n_seeds, in_features, out_features))
+        self.bias = nn.Parameter(torch.empty(n_seeds, 1, out_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (S x ... x in) -> (S x ... x out)."""
+        flat = x.reshape(x.shape[0], -1, x.shape[-1])
+        return torch.baddbmm(self.bias, flat, self.weight).view(*x.shape[:-1], -1)
+
+
+class SeedLayerNorm(nn.Module):
+    """S layer norms over the last dimension, each with its own scale and shift (ones and zeros)."""
+
+    def __init__(self, n_seeds: int, width: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n_seeds, 1, width))
+        self.bias = nn.Parameter(torch.zeros(n_seeds, 1, width))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (S x ... x width), normalized per row, then scaled and shifted per seed."""
+        flat = x.reshape(x.shape[0], -1, x.shape[-1])
+        normal = nn.functional.layer_norm(flat, flat.shape[-1:], eps=self.eps)
+        return torch.addcmul(self.bias, normal, self.weight).view(x.shape)
+
+
+class SeedDropout:
+    """Dropout of a network written with the seed dimension first, each seed's masks drawn from
+    its own generator (on the activations' device), in the order its run alone draws them.
+
+    Args:
+        p: probability of zeroing an activation.
+        generators: one per seed, on the device the activations live on.
+    """
+
+    def __init__(self, p: float, generators: Sequence[torch.Generator]):
+        if not 0.0 <= p < 1.0:
+            raise MatchoptError(f"dropout must be in [0, 1), got {p}")
+        self.p = p
+        self.generators = list(generators)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (S x ...) with each seed's dropped entries zeroed and the rest scaled by
+        1 / (1 - p), as ``torch.nn.functional.dropout``."""
+        if self.p == 0.0:
+            return x
+        if len(self.generators) != x.shape[0]:
+            raise MatchoptError(f"{len(self.generators)} dropout generators for {x.shape[0]} seeds")
+        noise = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        for own, generator in zip(noise, self.generators):  # each seed's torch.rand
+            own.uniform_(generator=generator)
+        # One boolean mask kept for the backward pass, not a float one.
+        return (x * (1.0 / (1.0 - self.p))).masked_fill_(noise < self.p, 0.0)
+
+
+@torch.no_grad()
+def clip_seed_grad_norms(parameters: Sequence[nn.Parameter], max_norm: float) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_`` of every seed on its own: each parameter has the seed
+    dimension first, and seed k's gradients are scaled by ``min(1, max_norm / (norm_k +
+    1e-6))``, ``norm_k`` the 2-norm of all of seed k's gradient entries. Returns the norms (S,)."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    norms = torch.linalg.vector_norm(
+        torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads]), dim=0
+    )
+    scale = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(scale.view(-1, *([1] * (g.dim() - 1))))
+    return norms
