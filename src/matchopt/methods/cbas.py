@@ -51,7 +51,7 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
 from matchopt.models import GaussianEnsemble, mlp_layers
-from matchopt.models.gaussian import soft_clamp
+from matchopt.models.gaussian import gaussian_nll, soft_clamp
 from matchopt.models.sampling import gumbel_noise
 from matchopt.runtime import seeded_torch_rng
 
@@ -164,7 +164,7 @@ class DesignVAE(nn.Module):
         if self.vocab_size:
             return params.gather(-1, x.unsqueeze(-1)).squeeze(-1).sum(-1)
         mean, log_std = params.unbind(-1)
-        return torch.distributions.Normal(mean, log_std.exp()).log_prob(x).sum(-1)
+        return -gaussian_nll(mean, log_std, x).sum(-1)
 
     def sample_designs(self, params: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """One design per row of decoder parameters (Gumbel-max for tokens)."""
