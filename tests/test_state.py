@@ -306,6 +306,30 @@ def test_method_load_checks_tensors_against_their_modules(potts, tmp_path):
         Method.load(path)
 
 
+@pytest.mark.parametrize(
+    "tensor, shape, message",
+    [
+        ("model_.blocks.0.qkv.bias", (1, 1, 5), r"blocks\.0\.qkv: bias has shape \(1, 1, 5\)"),
+        ("model_.blocks.0.contract.weight", (1, 7, 16), r"blocks\.0: contract\.weight has shape"),
+        ("model_.head.weight", (1, 9, 48), r"model_: head\.weight has shape \(1, 9, 48\)"),
+        ("model_.step_position", (1, 9, 7), r"model_: step_position has shape \(1, 9, 7\)"),
+    ],
+)
+def test_a_bonet_transformer_of_mismatched_shapes_is_refused(
+    potts, tmp_path, tensor, shape, message
+):
+    """BONET's transformer is matchopt's own seed-first layers: they check their shapes and
+    that they fit each other when a file is read, before anything runs."""
+    path = make_method("bonet", "quick", seed=0).fit(potts).save(tmp_path / "b.pt")
+
+    def edit(tree, tensors):
+        tensors[entry(tree, tensor)["key"]] = torch.zeros(shape)
+
+    path.write_bytes(edited(path.read_bytes(), edit))
+    with pytest.raises(MatchoptError, match=r"b\.pt: .*" + message):
+        Method.load(path)
+
+
 #: A header longer than :data:`matchopt.state.MAX_HEADER_CHARS` (16 MiB).
 LONG = 17 * 2**20
 

@@ -86,7 +86,15 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method, SeedBatch, end_seed_epoch, seed_losses_check
 from matchopt.models import LossTotal, adam
-from matchopt.models.stacked import SeedDropout, SeedLayerNorm, SeedLinear, clip_seed_grad_norms
+from matchopt.models.stacked import (
+    SeedDropout,
+    SeedLayerNorm,
+    SeedLinear,
+    check_shape,
+    clip_seed_grad_norms,
+    module_tensor,
+)
+from matchopt.state_checks import check_int
 
 
 @dataclass(frozen=True)
@@ -267,6 +275,22 @@ class CausalBlock(nn.Module):
         self.expand = SeedLinear(n_seeds, width, 4 * width)
         self.contract = SeedLinear(n_seeds, 4 * width, width)
 
+    def __matchopt_check__(self) -> None:
+        """Checks of a block read from a model file (:mod:`matchopt.state`); its layers have
+        checked themselves."""
+        heads = check_int(self, "n_heads", 1)
+        seeds, _, width = module_tensor(self, "norm1.weight").shape
+        if width % heads:
+            raise MatchoptError(f"width {width} is not divisible by n_heads={heads}")
+        for name, shape in [
+            ("norm2.weight", (seeds, 1, width)),
+            ("qkv.weight", (seeds, width, 3 * width)),
+            ("projection.weight", (seeds, width, width)),
+            ("expand.weight", (seeds, width, 4 * width)),
+            ("contract.weight", (seeds, 4 * width, width)),
+        ]:
+            check_shape(self, name, shape)
+
     def forward(self, h: torch.Tensor, future: torch.Tensor, drop: Callable) -> torch.Tensor:
         """``h`` (S x B x L x width); ``future`` (L x L) is True above the diagonal."""
         seeds, batch, length, width = h.shape
@@ -345,6 +369,32 @@ class TrajectoryTransformer(nn.Module):
         for linear in self.linears()[2:]:
             normal(linear.weight)
             linear.bias[k] = 0.0
+
+    def __matchopt_check__(self) -> None:
+        """Checks of a transformer read from a model file (:mod:`matchopt.state`): its layers
+        and blocks have checked themselves; here they must fit each other."""
+        seeds, _, width = module_tensor(self, "norm.weight").shape
+        in_features = module_tensor(self, "point_embedding.weight").shape[1]
+        out_features = module_tensor(self, "head.weight").shape[2]
+        tokens = module_tensor(self, "token_position").shape[2]
+        starts = module_tensor(self, "step_position").shape[1]
+        for name, shape in [
+            ("rtg_embedding.weight", (seeds, 1, width)),
+            ("point_embedding.weight", (seeds, in_features, width)),
+            ("token_position", (seeds, 1, tokens, width)),
+            ("step_position", (seeds, starts, width)),
+            ("head.weight", (seeds, width, out_features)),
+        ]:
+            check_shape(self, name, shape)
+        if tokens % 2:
+            raise MatchoptError(f"token_position holds {tokens} tokens, not (RTG, x) pairs")
+        blocks = self._modules.get("blocks")
+        if not isinstance(blocks, nn.ModuleList) or not all(
+            isinstance(b, CausalBlock) for b in blocks
+        ):
+            raise MatchoptError("blocks is not a list of CausalBlock layers")
+        for k in range(len(blocks)):
+            check_shape(self, f"blocks.{k}.norm1.weight", (seeds, 1, width))
 
     def linears(self) -> list[SeedLinear]:
         """Every linear map: the two embeddings, the blocks' (in order) and the head."""

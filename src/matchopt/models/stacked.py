@@ -26,6 +26,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from matchopt.errors import MatchoptError
 from matchopt.models.sampling import gumbel_noise
+from matchopt.state_checks import check_number
 
 
 class SeedStack(nn.Module):
@@ -158,6 +159,15 @@ class SeedLinear(nn.Module):
         self.weight = nn.Parameter(torch.empty(n_seeds, in_features, out_features))
         self.bias = nn.Parameter(torch.empty(n_seeds, 1, out_features))
 
+    def __matchopt_check__(self) -> None:
+        """Checks of a layer read from a model file (:mod:`matchopt.state`)."""
+        weight = module_tensor(self, "weight")
+        if weight.dim() != 3:
+            raise MatchoptError(
+                f"weight has shape {tuple(weight.shape)}, expected (seeds, in, out)"
+            )
+        check_shape(self, "bias", (weight.shape[0], 1, weight.shape[2]))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` (S x ... x in) -> (S x ... x out)."""
         flat = x.reshape(x.shape[0], -1, x.shape[-1])
@@ -173,11 +183,46 @@ class SeedLayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(n_seeds, 1, width))
         self.eps = eps
 
+    def __matchopt_check__(self) -> None:
+        """Checks of a layer read from a model file (:mod:`matchopt.state`)."""
+        weight = module_tensor(self, "weight")
+        if weight.dim() != 3 or weight.shape[1] != 1:
+            raise MatchoptError(
+                f"weight has shape {tuple(weight.shape)}, expected (seeds, 1, width)"
+            )
+        check_shape(self, "bias", weight.shape)
+        check_number(self, "eps", 0.0, above=True)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` (S x ... x width), normalized per row, then scaled and shifted per seed."""
         flat = x.reshape(x.shape[0], -1, x.shape[-1])
         normal = nn.functional.layer_norm(flat, flat.shape[-1:], eps=self.eps)
         return torch.addcmul(self.bias, normal, self.weight).view(x.shape)
+
+
+def module_tensor(module: nn.Module, name: str) -> torch.Tensor:
+    """``module``'s parameter or buffer ``name`` (or a submodule's: ``"head.weight"``); a missing
+    one is an error naming it (a model file of another version)."""
+    owner = module
+    *path, last = name.split(".")
+    for part in path:
+        owner = owner._modules.get(part)  # type: ignore[assignment]
+        if not isinstance(owner, nn.Module):
+            raise MatchoptError(f"no submodule {part!r} in {name!r}")
+    tensor = owner._parameters.get(last, owner._buffers.get(last))
+    if not isinstance(tensor, torch.Tensor):
+        raise MatchoptError(f"no tensor {name!r}")
+    return tensor
+
+
+def check_shape(module: nn.Module, name: str, shape: Sequence[int]) -> torch.Tensor:
+    """:func:`module_tensor` ``name`` of ``module``, refused unless of ``shape``."""
+    tensor = module_tensor(module, name)
+    if tuple(tensor.shape) != tuple(shape):
+        raise MatchoptError(
+            f"{name} has shape {tuple(tensor.shape)}, expected {tuple(int(n) for n in shape)}"
+        )
+    return tensor
 
 
 class SeedDropout:
