@@ -156,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_bench.add_argument(
         "--batch-seeds",
         action="store_true",
-        help="train the seeds of a method that can (ddom, coms, mins) as one batch: one step "
-        "for all seeds (for GPUs; the same records up to float round-off)",
+        help="train the seeds of a method that can (ddom, coms, mins, bonet and the Gaussian "
+        "ensembles) as one batch: one step for all seeds (for GPUs; the same records up to "
+        "float round-off)",
     )
     p_bench.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
     p_bench.add_argument(
