@@ -400,10 +400,6 @@ class TrajectoryTransformer(nn.Module):
         """Every linear map: the two embeddings, the blocks' (in order) and the head."""
         return [m for m in self.modules() if isinstance(m, SeedLinear)]
 
-    @property
-    def n_seeds(self) -> int:
-        return self.head.weight.shape[0]
-
     def forward(
         self,
         rtgs: torch.Tensor,
@@ -503,7 +499,7 @@ def rollout(
     (causality hides it), and appends the prediction at the new RTG token.
 
     Args:
-        predict: one trained transformer (in eval mode) on windows of R rollouts: returns-to-go
+        predict: one trained transformer, without dropout, on windows of R rollouts: returns-to-go
             (R x T), points (R x T x F) and start steps (R,) -> predictions (R x T x out).
         points: prompt features (R x P x F).
         rtgs: prompt returns-to-go (R x P), shifted so that the budget after the prompt is
