@@ -315,10 +315,7 @@ def part_problem(part: Any, saved: Any, where: str) -> str | None:
         return None
     if isinstance(part, torch.optim.Optimizer):
         return optimizer_state_problem(part, saved, where)
-    problem = state_problem(saved, part.state_dict(), where)
-    if problem is None and hasattr(part, "state_problem"):
-        problem = part.state_problem(saved, where)
-    return problem
+    return state_problem(saved, part.state_dict(), where)
 
 
 class TrainingCheckpoint:
@@ -588,33 +585,3 @@ class LoopSnapshots:
         if stop:
             _Interrupt.requested = _Interrupt.training = False
             raise KeyboardInterrupt
-
-
-class TorchGlobalRNG:
-    """PyTorch's global generators as a snapshot part (for loops whose dropout draws from them):
-    CPU, and the CUDA devices given."""
-
-    def __init__(self, cuda_devices: tuple[int, ...] | list[int] = ()):
-        self.cuda_devices = list(cuda_devices)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "cpu": torch.get_rng_state(),
-            "cuda": [torch.cuda.get_rng_state(d) for d in self.cuda_devices],
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        torch.set_rng_state(state["cpu"])
-        for device, cuda_state in zip(self.cuda_devices, state["cuda"]):
-            torch.cuda.set_rng_state(cuda_state, device)
-
-    def state_problem(self, state: dict[str, Any], where: str) -> str | None:
-        """What keeps ``state`` (of the shapes of :meth:`state_dict`) from restoring the
-        generators, or None; tried on fresh generators, the global ones are left alone."""
-        try:
-            torch.Generator().set_state(state["cpu"])
-            for device, cuda_state in zip(self.cuda_devices, state["cuda"]):
-                torch.Generator(device=f"cuda:{device}").set_state(cuda_state)
-        except Exception:
-            return f"{where} is not a state of torch's generators"
-        return None

@@ -209,8 +209,8 @@ def seeded_torch_rng(seed: int, device: torch.device | str | None = None) -> Ite
     the block, and give the caller back the states it had afterwards.
 
     Methods build their networks inside it (initialized on the CPU: the same start on every
-    device) and BONET trains in it (its dropout draws on the device). ``torch.manual_seed``
-    alone would reseed every GPU for good; this touches only the generators it restores.
+    device). ``torch.manual_seed`` alone would reseed every GPU for good; this touches only the
+    generators it restores.
     """
     import torch
 
