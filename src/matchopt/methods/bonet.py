@@ -667,14 +667,12 @@ class BONET(Method):
                     trajectory, start = part.unbind(-1)  # S x B each
                     steps = start[..., None] + offsets  # S x B x context trajectory steps
                     window = rows[own, trajectory[..., None], steps]  # their offline rows
+                    points = features[window]  # the inputs, and the targets one token later
                     predictions = model(
-                        rtgs[own, trajectory[..., None], steps], features[window], start, drop
+                        rtgs[own, trajectory[..., None], steps], points, start, drop
                     )
                     loss = trajectory_loss(
-                        predictions,
-                        features[window],
-                        None if tokens is None else tokens[window],
-                        vocab,
+                        predictions, points, None if tokens is None else tokens[window], vocab
                     )
                     # Each seed's loss is a mean over the part: weighted by its share of the
                     # batch, the parts' gradients add up to the whole batch's; summed over the
