@@ -9,9 +9,11 @@ import numpy as np
 HERE = Path(__file__).parent
 BEFORE = HERE / "data" / "quick_designs_before_redesign.npz"
 #: Designs of methods whose random draws changed on purpose after the redesign, stored then
-#: (``python tests/reference_designs.py OUT.npz bonet``): since issue 28 BONET's transformer is
-#: written with the seed dimension first, so that seeds train as one batch; each seed's initial
+#: (``python tests/reference_designs.py OUT.npz bonet mins``): since issue 28 BONET's transformer
+#: is written with the seed dimension first, so that seeds train as one batch; each seed's initial
 #: weights and dropout masks come from its own generators, no longer from torch's global one.
+#: MINs alone trains as a seed stack of one (its Adam's beta1 = 0 turns round-off into 2 lr
+#: moves, so only the batch's own kernels keep a batched seed on its run alone's path).
 RESEEDED = HERE / "data" / "quick_designs_after_reseeding.npz"
 
 

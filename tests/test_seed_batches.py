@@ -83,13 +83,10 @@ BATCHED = [
     # BONET's transformer is written with the seed dimension first (each seed's dropout masks
     # from its own generator); a run alone is the batch of one.
     ("bonet", "model_", bonet_module, "trajectory_loss"),
+    # MINs' Adam has beta1 = 0 (a step moves a weight by about lr * sign(gradient)), so a run
+    # alone is the stack of one: the same kernels, the same path.
+    ("mins", "generator_", mins_module, "wgan_gp_loss"),
 ]
-#: MINs batches its seeds too, but its Adam has beta1 = 0: a step moves every parameter by
-#: about lr * sign(gradient), so a gradient entry near 0 whose sign round-off flips moves by
-#: 2 lr, and seeds trained batched and alone part after the first step (measured: 1.5e-4 in
-#: the critic after one step of lr 2e-4). Its check is the gradient of one step (below), and
-#: the bitwise resume of a batch.
-RESUMABLE = [*BATCHED, ("mins", "generator_", mins_module, "wgan_gp_loss")]
 
 
 @pytest.mark.numerics
@@ -207,7 +204,7 @@ def test_a_batched_mins_step_has_each_seeds_gradients_within_roundoff():
             assert (stacked.grad[k] - p.grad).abs().max() <= bound * p.grad.abs().max()
 
 
-@pytest.mark.parametrize(("name", "network", "module", "hook"), RESUMABLE)
+@pytest.mark.parametrize(("name", "network", "module", "hook"), BATCHED)
 def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
     tmp_path, monkeypatch, name, network, module, hook
 ):

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,7 +58,7 @@ from tqdm.auto import tqdm
 from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method, SeedBatch, seed_losses_check
+from matchopt.methods.base import Method, SeedBatch, end_seed_epoch, seed_losses_check
 from matchopt.models import LossTotal, adam
 from matchopt.models.sampling import gumbel_noise
 from matchopt.models.stacked import SeedDraws, SeedStack
@@ -327,64 +328,36 @@ class Mins(Method):
         return generator.to(self.device_), critic.to(self.device_)
 
     def fit(self, data: OfflineData) -> Mins:
-        features, scores, weights = self._prepare(data)
-        noise = torch.Generator().manual_seed(self.seed)
-        self.generator_, self.critic_ = self._new_networks(features.shape[1])
-        self.losses_: list[float] = []
-        draws = SeedDraws([noise], features.device, batched=False)
-        self._train(
-            self,
-            self.generator_,
-            self.critic_,
-            draws,
-            features,
-            scores,
-            weights,
-            [self.losses_],
-            {"noise": noise},
-        )
-        self.generator_.eval()
-        self.critic_.eval()
+        self._train([self], data, self)
         return self
 
     @classmethod
     def _fit_seeds(cls, methods: Sequence[Mins], data: OfflineData, run: SeedBatch) -> None:
-        """:meth:`fit` of every seed at once: the seeds' generators and critics as two
-        :class:`SeedStack`, each seed's draws from its own generator in its own order."""
+        """:meth:`fit` of every seed at once: one step of the seeds' stacked generators and
+        critics for all, each seed's draws from its own generator in its own order."""
+        cls._train(methods, data, run)
+
+    @classmethod
+    def _train(cls, methods: Sequence[Mins], data: OfflineData, owner: Any) -> None:
+        """The WGAN-GP training loop (module notes, 2) of ``methods`` (one seed each, or one
+        method alone) as one seed stack; ``owner`` keys the training snapshots (the method, or
+        the batch).
+
+        A run alone is the stack of one: its Adam has beta1 = 0, so a step moves each weight by
+        about lr times the sign of its gradient and a gradient near zero whose sign round-off
+        flips moves it by 2 lr. Only the same kernels keep a batched seed on its run alone's
+        path, and a stack computes each seed's slice with the kernels of a stack of one.
+        """
         first = methods[0]
+        config = first.config_
         features, scores, weights = first._prepare(data)
         for method in methods[1:]:
             method.data_, method.encoder_, method.weights_ = data, first.encoder_, first.weights_
         noises = [torch.Generator().manual_seed(m.seed) for m in methods]
         networks = [m._new_networks(features.shape[1]) for m in methods]
-        generators = SeedStack([g for g, _ in networks])
-        critics = SeedStack([c for _, c in networks])
-        losses: list[list[float]] = [[] for _ in methods]
+        generator = SeedStack([g for g, _ in networks])
+        critic = SeedStack([c for _, c in networks])
         draws = SeedDraws(noises, features.device, batched=True)
-        parts = {f"noise{k}": g for k, g in enumerate(noises)}
-        cls._train(first, generators, critics, draws, features, scores, weights, losses, parts, run)
-        generators.unstack_into([g for g, _ in networks])
-        critics.unstack_into([c for _, c in networks])
-        for method, (generator, critic), own in zip(methods, networks, losses):
-            method.generator_, method.critic_, method.losses_ = generator.eval(), critic.eval(), own
-
-    @staticmethod
-    def _train(
-        method: Mins,
-        generator: nn.Module,
-        critic: nn.Module,
-        draws: SeedDraws,
-        features: torch.Tensor,
-        scores: torch.Tensor,
-        weights: torch.Tensor,
-        losses: list[list[float]],
-        generator_parts: dict[str, torch.Generator],
-        run: SeedBatch | None = None,
-    ) -> None:
-        """The WGAN-GP training loop (module notes, 2) of one run, or of a batch of seeds
-        (``generator`` and ``critic`` :class:`SeedStack`, ``draws`` batched, ``run`` keying the
-        batch's snapshots); appends each seed's epoch losses to ``losses``."""
-        config = method.config_
         betas = (config.beta1, config.beta2)
         g_opt = adam(generator.parameters(), lr=config.lr, betas=betas)
         d_opt = adam(critic.parameters(), lr=config.lr, betas=betas)
@@ -392,63 +365,61 @@ class Mins(Method):
         temperatures = np.linspace(
             config.start_temperature, config.final_temperature, config.epochs
         )
+        losses: list[list[float]] = [[] for _ in methods]
         snapshots = LoopSnapshots(
-            method if run is None else run,
-            method.data_,
+            owner,
+            data,
             generator=generator,
             critic=critic,
             generator_optimizer=g_opt,
             critic_optimizer=d_opt,
-            **generator_parts,
+            **{f"noise{k}": g for k, g in enumerate(noises)},
         )
-        check = None if run is None else seed_losses_check(len(losses))
-        start = snapshots.start(losses[0], config.epochs, check)  # a killed run: go on
-        if run is not None and snapshots.saved:
-            losses[:] = snapshots.saved["seed_losses"]
+        start = snapshots.start(losses[0], config.epochs, check=seed_losses_check(len(methods)))
+        losses = snapshots.saved.get("seed_losses", losses)  # a killed run: go on
         bar = tqdm(
             range(start, config.epochs),
             initial=start,
             total=config.epochs,
-            desc="MINs training" + ("" if run is None else f" ({len(losses)} seeds)"),
+            desc="MINs training" + (f" ({len(methods)} seeds)" if len(methods) > 1 else ""),
             unit="epoch",
-            disable=not method.progress,
+            disable=not first.progress,
             leave=False,
         )
         n_rows = len(features)
         for epoch in bar:
             tau = float(temperatures[epoch])
             order = draws.randperm(n_rows)
-            totals = [LossTotal() for _ in losses]
+            totals = [LossTotal() for _ in methods]
             for step, batch in enumerate(order.split(config.batch_size, dim=-1)):
                 rows = batch.shape[-1]
-                x_real = method._relax_real(features[batch], tau, draws)
+                x_real = first._relax_real(features[batch], tau, draws)
                 y, w = scores[batch], weights[batch]
                 with torch.no_grad():
                     z = draws.randn(rows, config.latent_size)
-                    x_fake = method._generate(generator, z, y, tau, draws)
+                    x_fake = first._generate(generator, z, y, tau, draws)
                 d_opt.zero_grad()
-                e = draws.rand(rows, 1)  # where the single run's critic_loss drew it
+                e = draws.rand(rows, 1)  # the interpolation coefficients of critic_loss
                 loss = wgan_gp_loss(critic, x_real, x_fake, y, w, config.penalty_weight, e)
                 loss.sum().backward()
                 d_opt.step()
-                for total, value in zip(totals, loss.reshape(-1)):
+                for total, value in zip(totals, loss):
                     total.add(value, rows)
                 if step % config.critic_steps == 0:
                     critic.requires_grad_(False)
                     g_opt.zero_grad()
                     z = draws.randn(rows, config.latent_size)
-                    fake = method._generate(generator, z, y, tau, draws)
+                    fake = first._generate(generator, z, y, tau, draws)
                     generator_loss(critic, fake, y, w).sum().backward()
                     g_opt.step()
                     critic.requires_grad_(True)
-            for own, total in zip(losses, totals):
-                own.append(total.value() / n_rows)
-            bar.set_postfix(critic_loss=f"{losses[0][-1]:.4f}", refresh=False)
-            values = {"losses": list(losses[0])}
-            if run is not None:
-                values["seed_losses"] = [list(own) for own in losses]
-            snapshots.save(epoch + 1, config.epochs, **values)
+            end_seed_epoch(snapshots, losses, totals, n_rows, bar, epoch + 1, config.epochs)
         bar.close()
+        generator.unstack_into([g for g, _ in networks])
+        critic.unstack_into([c for _, c in networks])
+        for method, (own_generator, own_critic), own in zip(methods, networks, losses):
+            method.generator_, method.critic_ = own_generator.eval(), own_critic.eval()
+            method.losses_ = own
 
     @torch.no_grad()
     def propose(self, n: int = 128) -> np.ndarray:
