@@ -6,14 +6,19 @@
 #   bash benchmarks/gpu_grid.sh
 #
 # 1. A smoke run: the quick preset of the methods on both embedded tasks, on the device,
-#    seeds batched (a minute; a method that breaks on the GPU fails here, not after ten minutes).
+#    seeds batched (a minute; a method that breaks on the GPU fails here, not after ten minutes);
+#    then `benchmarks/seed_batch_check.py`: seeds 0 and 1 batched against each run alone on
+#    the device (the CPU's equality is tested; the GPU's batched kernels may differ).
 # 2. The plan, from a measured rate: `benchmarks/gpu_bound.py` times a few training steps of
 #    each method on the device (4 seeds batched; ens-mean, ens-min and ga as one: they share
 #    their ensembles, `ensemble` in gpu_bound.py) and scales
 #    them to the paper preset's epochs; the script prints each method's expected minutes and
-#    keeps, cheapest first, the methods whose expected training fits in BUDGET_SECONDS (default
-#    600; ALL=1 keeps every method: the budget then stops the grid, snapshots let the next call
-#    go on).
+#    keeps, cheapest first, the methods whose expected training fits in what is left of
+#    BUDGET_SECONDS (ALL=1 keeps every method: the budget then stops the grid, snapshots let
+#    the next call go on). BUDGET_SECONDS (default 540) is the whole script's wall time, steps
+#    1 to 5: the device tool stops a command at 600 s, and what a stopped command had not
+#    packed would not come back. RESERVE_SECONDS (60) of it are kept for the grid's stop, the
+#    report and the packing.
 # 3. The grid of the kept methods (`matchopt bench --batch-seeds`), stopped after what is left
 #    of the budget. `matchopt bench` is resumable: finished cells are skipped, and a running
 #    cell (or batch of seeds) keeps a training snapshot (every MATCHOPT_CHECKPOINT_SECONDS, here
@@ -43,7 +48,8 @@ METHODS=${METHODS:-bonet,coms,mins,ddom,ens-mean,ens-min,ga}
 ENSEMBLE_METHODS="ens-mean ens-min ga"  # one shared ensemble per seed: `ensemble` in the plan
 SEEDS=${SEEDS:-0,1,2,3}
 WORKERS=${WORKERS:-4}
-BUDGET_SECONDS=${BUDGET_SECONDS:-600}
+BUDGET_SECONDS=${BUDGET_SECONDS:-540}  # steps 1-5 in all (the device tool stops a call at 600 s)
+RESERVE_SECONDS=${RESERVE_SECONDS:-60}  # of it, kept for the grid's stop, the report, the packing
 RATE_STEPS=${RATE_STEPS:-20}  # training steps gpu_bound.py times per method
 RETURN_MB=60  # what the device tool can bring back
 export MATCHOPT_DEVICE=${MATCHOPT_DEVICE:-cuda}
@@ -56,6 +62,8 @@ LOG=${OUT:+$OUT/gpu_grid.log}
 LOG=${LOG:-/dev/null}
 
 say() { echo "[gpu_grid $(date +%H:%M:%S)] $*" | tee -a "$LOG" >&2; }
+begun=$SECONDS
+left() { echo $((BUDGET_SECONDS - RESERVE_SECONDS - (SECONDS - begun))); }  # seconds for steps 1-3
 
 # 0. What an earlier call sent back.
 if [ -d .gpu-carry ]; then
@@ -95,16 +103,18 @@ if [ "$smoke_status" -ne 0 ]; then
     say "smoke run failed (status $smoke_status): not starting the grid"
     exit "$smoke_status"
 fi
+say "batched seeds against their runs alone on $MATCHOPT_DEVICE (quick preset)"
+"$PYTHON" benchmarks/seed_batch_check.py --device "$MATCHOPT_DEVICE" 2>&1 \
+    | grep -v '^\[{' | tee -a "$LOG" || say "seed batch check failed (the grid runs anyway)"
 
 # 2. The plan: each method's training of 4 seeds at the rate measured here, cheapest first.
-started=$SECONDS
 rate_methods=$(echo "${METHODS//,/ }" | tr ' ' '\n' \
     | sed -E 's/^(ens-mean|ens-min|ga)$/ensemble/' | grep -E '^(bonet|mins|coms|ddom|ensemble)$' \
     | awk '!seen[$0]++' | paste -sd, -)
 say "measuring the training rate of $rate_methods on $MATCHOPT_DEVICE ($RATE_STEPS steps each)"
 plan_file=$(mktemp)
 "$PYTHON" benchmarks/gpu_bound.py --devices "$MATCHOPT_DEVICE" --methods "$rate_methods" \
-    --steps "$RATE_STEPS" --budget "$BUDGET_SECONDS" ${ALL:+--keep-all} --plan-file "$plan_file" \
+    --steps "$RATE_STEPS" --budget "$(($(left) > 0 ? $(left) : 0))" ${ALL:+--keep-all} --plan-file "$plan_file" \
     2>/dev/null | tee -a "$LOG" || true
 plan=$(cat "$plan_file")
 rm -f "$plan_file"
@@ -113,14 +123,16 @@ if [[ ",$plan," == *",ensemble,"* ]]; then  # the grid's methods that share the 
     plan=$(echo "$plan" | sed -E "s/(^|,)ensemble(,|$)/\1$kept\2/")
 fi
 if [ -z "$plan" ]; then
-    say "no method's expected training fits in ${BUDGET_SECONDS}s: nothing to run (ALL=1 runs anyway)"
+    say "no method's expected training fits in what is left of ${BUDGET_SECONDS}s: nothing to run (ALL=1 runs anyway)"
+elif [ "$(left)" -lt 30 ]; then
+    say "$(left)s left of ${BUDGET_SECONDS}s after the smoke run and the rate: no grid this call"
 else
-    # 3. The grid, within what is left of the budget (SIGINT: the bench stops, snapshots stay).
-    left=$((BUDGET_SECONDS - (SECONDS - started)))
-    left=$((left > 60 ? left : 60))  # the rate measured, at least a minute of grid
-    say "grid: tfbind8 x $plan x seeds $SEEDS, preset $PRESET, seeds batched, $WORKERS workers, ${left}s"
+    # 3. The grid, within what is left of the budget (SIGINT: the bench stops, snapshots stay;
+    # RESERVE_SECONDS cover its stop, the report and the packing).
+    grid_seconds=$(left)
+    say "grid: tfbind8 x $plan x seeds $SEEDS, preset $PRESET, seeds batched, $WORKERS workers, ${grid_seconds}s"
     status=0
-    timeout --signal=INT --kill-after=60 "$left" \
+    timeout --signal=INT --kill-after=30 "$grid_seconds" \
         "$PYTHON" -m matchopt.cli bench --tasks tfbind8 --methods "$plan" --seeds "$SEEDS" \
         --preset "$PRESET" --out "$RESULTS" --workers "$WORKERS" --batch-seeds 2>&1 \
         | tee -a "$LOG" || status=$?

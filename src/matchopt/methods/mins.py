@@ -346,7 +346,9 @@ class Mins(Method):
         A run alone is the stack of one: its Adam has beta1 = 0, so a step moves each weight by
         about lr times the sign of its gradient and a gradient near zero whose sign round-off
         flips moves it by 2 lr. Only the same kernels keep a batched seed on its run alone's
-        path, and a stack computes each seed's slice with the kernels of a stack of one.
+        path: on the CPU a stack computes each seed's slice as a stack of one does (measured:
+        bit for bit, tests/test_seed_batches.py); on CUDA, whose batched products may pick
+        their kernel by the batch's size, that is unmeasured.
         """
         first = methods[0]
         config = first.config_
