@@ -29,8 +29,8 @@ sample from the generator's output), returned as int64 tokens.
 
 Cost: on TF-Bind-8 (32,898 rows, 258 batches per epoch) the 200 epochs are 51,600 critic steps
 (two 5.3M-parameter networks, a double backward for the penalty): measured 0.31 s of CPU per step
-on one thread, about 4.4 CPU-hours per seed (extrapolated: roughly 2.5 h on an idle 2-core
-machine).
+on one thread, about 4.4 CPU-hours per seed, before a run alone became the seed stack of one
+(10-15% more on a CPU; docs/benchmarks.md).
 
 Deviations from baselines.md / design-baselines:
 * design-baselines trains two identical GANs ("exploration" and "exploitation") and samples from
