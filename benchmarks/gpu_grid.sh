@@ -9,6 +9,7 @@
 #    seeds batched (a minute; a method that breaks on the GPU fails here, not after ten minutes);
 #    then `benchmarks/seed_batch_check.py`: seeds 0 and 1 batched against each run alone on
 #    the device (the CPU's equality is tested; the GPU's batched kernels may differ).
+#    SMOKE=0 skips step 1 (a call continuing an earlier one whose smoke run passed).
 # 2. The plan, from a measured rate: `benchmarks/gpu_bound.py` times a few training steps of
 #    each method on the device (4 seeds batched; ens-mean, ens-min and ga as one: they share
 #    their ensembles, `ensemble` in gpu_bound.py) and scales
@@ -87,25 +88,28 @@ name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 print(f"torch {torch.__version__}, device {device} ({name})")
 EOF
 
-# 1. Smoke run on the device.
-smoke=$(mktemp -d)
-say "smoke: $METHODS, quick preset, potts and styblinski-tang on $MATCHOPT_DEVICE"
-smoke_status=0
-"$PYTHON" -m matchopt.cli bench --tasks potts,styblinski-tang --methods "$METHODS" --seeds 0,1 \
-    --preset quick --out "$smoke/results" --workers 1 --batch-seeds >"$smoke/summary.txt" \
-    2>"$smoke/stderr.txt" || smoke_status=$?
-# Its warnings and errors without the cells' progress bars, then its whole summary table.
-tr '\r' '\n' <"$smoke/stderr.txt" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g' \
-    | { grep -v -E '^[[:space:]]*$|[0-9]+%\|' || true; } | tail -n 20 | tee -a "$LOG"
-tee -a "$LOG" <"$smoke/summary.txt"
-rm -rf "$smoke"
-if [ "$smoke_status" -ne 0 ]; then
-    say "smoke run failed (status $smoke_status): not starting the grid"
-    exit "$smoke_status"
+# 1. Smoke run and seed-batch check on the device (SMOKE=0 skips both: a call that continues
+# an earlier one, whose smoke run passed, keeps its minutes for the grid).
+if [ "${SMOKE:-1}" != 0 ]; then
+    smoke=$(mktemp -d)
+    say "smoke: $METHODS, quick preset, potts and styblinski-tang on $MATCHOPT_DEVICE"
+    smoke_status=0
+    "$PYTHON" -m matchopt.cli bench --tasks potts,styblinski-tang --methods "$METHODS" --seeds 0,1 \
+        --preset quick --out "$smoke/results" --workers 1 --batch-seeds >"$smoke/summary.txt" \
+        2>"$smoke/stderr.txt" || smoke_status=$?
+    # Its warnings and errors without the cells' progress bars, then its whole summary table.
+    tr '\r' '\n' <"$smoke/stderr.txt" | sed 's/\x1b\[[0-9;]*[A-Za-z]//g' \
+        | { grep -v -E '^[[:space:]]*$|[0-9]+%\|' || true; } | tail -n 20 | tee -a "$LOG"
+    tee -a "$LOG" <"$smoke/summary.txt"
+    rm -rf "$smoke"
+    if [ "$smoke_status" -ne 0 ]; then
+        say "smoke run failed (status $smoke_status): not starting the grid"
+        exit "$smoke_status"
+    fi
+    say "batched seeds against their runs alone on $MATCHOPT_DEVICE (quick preset)"
+    "$PYTHON" benchmarks/seed_batch_check.py --device "$MATCHOPT_DEVICE" 2>&1 \
+        | grep -v '^\[{' | tee -a "$LOG" || say "seed batch check failed (the grid runs anyway)"
 fi
-say "batched seeds against their runs alone on $MATCHOPT_DEVICE (quick preset)"
-"$PYTHON" benchmarks/seed_batch_check.py --device "$MATCHOPT_DEVICE" 2>&1 \
-    | grep -v '^\[{' | tee -a "$LOG" || say "seed batch check failed (the grid runs anyway)"
 
 # 2. The plan: each method's training of 4 seeds at the rate measured here, cheapest first.
 rate_methods=$(echo "${METHODS//,/ }" | tr ' ' '\n' \
