@@ -8,7 +8,8 @@
 #   LANE=candidates bash benchmarks/dev_suite.sh   # one lane only (candidates |
 #                                                  # hopper-candidates | baselines |
 #                                                  # round3 | round3-hopper |
-#                                                  # round4 | round4-hopper)
+#                                                  # round4 | round4-hopper |
+#                                                  # extended-replicates | extended-utr)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -62,6 +63,19 @@ baselines() {
         --seeds 0,1,2 --out "$OUT/hopper" --threads 1 --workers 1
 }
 
+# The real-assay and replicate-noise tasks added to the suite (docs/suite.md, "The extended
+# suite"): the compared baselines and the recommended method, seeds 0-2. The methods that fit
+# their own surrogates first, then the three that share a Gaussian ensemble (the costliest).
+EXTENDED_FIRST="matchopt-ens-mix,matchopt,cma-es,bdi,roma,random,untrained"
+EXTENDED_SHARED="ens-mean,ens-min,ga"
+
+extended() {
+    $MATCHOPT bench --tasks "$1" --methods "$EXTENDED_FIRST" --seeds 0,1,2 \
+        --out "$OUT/$2" --threads 1 --workers 1
+    $MATCHOPT bench --tasks "$1" --methods "$EXTENDED_SHARED" --seeds 0,1,2 \
+        --out "$OUT/$2" --threads 1 --workers 1
+}
+
 later_round() {
     # A later round's candidate $1 (docs/suite.md) with round 2's seeds into $OUT/$2: the
     # continuous tasks first (the trust regions bound continuous searches only), then the token
@@ -87,6 +101,8 @@ case "$LANE" in
     round3-hopper) later_round_hopper matchopt-ens-l2 candidates-r3 ;;
     round4) later_round matchopt-ens-mix candidates-r4 ;;
     round4-hopper) later_round_hopper matchopt-ens-mix candidates-r4 ;;
+    extended-replicates) extended tfbind8-replicates,potts-replicates extended-replicates ;;
+    extended-utr) extended utr extended-utr ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -95,8 +111,8 @@ case "$LANE" in
         [ "${status:-0}" -eq 0 ] || { echo "a lane failed: see $LOG_DIR/dev-*.log" >&2; exit 1; }
         ;;
     *)
-        echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper or both," \
-            "not $LANE" >&2
+        echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
+            "round4, round4-hopper, extended-replicates, extended-utr or both, not $LANE" >&2
         exit 2
         ;;
 esac

@@ -45,6 +45,18 @@ def write_sequences(root: Path, task_cls, n_rows: int, seed: int = 0) -> None:
     write_shards(root, task_cls.folder, task_cls.prefix, decode_codes(codes, length), y, sizes)
 
 
+def write_utr(root: Path, n_rows: int = 280, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Random 50-nt UTRs with random loads in 0..12 over the task's 14 shards; returns (x, y)."""
+    from matchopt.tasks.design_bench import UTR
+
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 4, size=(n_rows, 50)).astype(np.int32)
+    y = rng.uniform(0.0, 12.0, size=n_rows).astype(np.float32)
+    sizes = np.diff(np.linspace(0, n_rows, UTR.n_shards + 1).round().astype(int))
+    write_shards(root, UTR.folder, UTR.prefix, x, y, sizes)
+    return x, y
+
+
 def write_superconductor(root: Path, sizes=(100, 100, 100, 100, 60), seed: int = 1):
     """Sparse element counts with a learnable critical temperature; returns (x, y)."""
     rng = np.random.default_rng(seed)
@@ -114,6 +126,12 @@ def make_task(name: str, root: Path) -> Task:
         return load_task(name)
     if name in ("tfbind8", "tfbind10"):
         write_sequences(root, TASKS[name], n_rows=400 if name == "tfbind8" else 840)
+        return load_task(name, root)
+    if name == "tfbind8-replicates":
+        write_sequences(root, TASKS["tfbind8"], n_rows=400)
+        return load_task(name, root)
+    if name == "utr":
+        write_utr(root)
         return load_task(name, root)
     if name == "superconductor":
         write_superconductor(root)

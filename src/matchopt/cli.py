@@ -576,10 +576,11 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_tasks(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     print(f"data folder: {data_dir or f'(none: set --data-dir or {DATA_DIR_ENV})'}")
-    print(f"{'task':<16} {'design':<20} {'offline rows':>12}  {'data':<9} summary")
+    width = max(map(len, TASKS))
+    print(f"{'task':<{width}} {'design':<20} {'offline rows':>12}  {'data':<9} summary")
     for name, cls in TASKS.items():
         print(
-            f"{name:<16} {cls.space.describe():<20} {cls.offline_size:>12,}  "
+            f"{name:<{width}} {cls.space.describe():<20} {cls.offline_size:>12,}  "
             f"{cls.data_status(data_dir):<9} {cls.summary}"
         )
     for suite, names in SUITES.items():

@@ -298,7 +298,8 @@ def check_one_configuration(
 #: What the score columns mean, in one line (printed under summary tables).
 SCORE_NOTE = (
     "p100 / p50: best and median normalized score of the designs, (y - y_min) / (y_max - y_min) "
-    "over the task's full dataset; offline best: the best offline row's; mean +- std over seeds"
+    "over the task's full dataset; offline best: the best offline design's (noiseless where the "
+    "rows are noisy replicates); mean +- std over seeds"
 )
 
 

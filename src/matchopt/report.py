@@ -367,8 +367,8 @@ def _score_table(
         "unless marked. MNR: mean over tasks of rank / number of methods ranked on the task "
         "(lower is better)."
         + (
-            " offline best: the best offline row's normalized score (not ranked; the same for "
-            "every percentile)."
+            " offline best: the best offline design's normalized score (noiseless where the"
+            " rows are noisy replicates; not ranked; the same for every percentile)."
             if offline
             else ""
         )

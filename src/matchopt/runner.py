@@ -176,7 +176,7 @@ def _propose_and_score(
         scores=[float(s) for s in scores],
         p100=percentile(scores, 100),
         p50=percentile(scores, 50),
-        offline_best=float(task_obj.normalize(task_obj.offline.y.max())),
+        offline_best=task_obj.offline_best(),
         fit_seconds=fit_seconds,
         search_seconds=searched - fitted,
         version=__version__,

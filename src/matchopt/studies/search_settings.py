@@ -102,7 +102,7 @@ def study_seed(
                 "offline_rows": float(
                     np.mean([row.tobytes() in offline for row in np.ascontiguousarray(designs)])
                 ),
-                "offline_best": float(task.normalize(task.offline.y.max())),
+                "offline_best": task.offline_best(),
                 "oracle_p100": percentile(scores, 100),
                 "oracle_p50": percentile(scores, 50),
             }

@@ -7,10 +7,11 @@ import os
 from matchopt.errors import MatchoptError
 from matchopt.tasks.base import DATA_DIR_ENV, Task, resolve_data_dir
 from matchopt.tasks.botorch_functions import BOTORCH_TASKS
-from matchopt.tasks.design_bench import Superconductor, TFBind8, TFBind10
+from matchopt.tasks.design_bench import UTR, Superconductor, TFBind8, TFBind10
 from matchopt.tasks.ehrlich import EHRLICH_TASKS
 from matchopt.tasks.hopper import HopperController, HopperLocal
 from matchopt.tasks.morphology import AntMorphology, DKittyMorphology
+from matchopt.tasks.replicates import REPLICATE_TASKS
 from matchopt.tasks.synthetic import ChainPotts, StyblinskiTang
 
 TASKS: dict[str, type[Task]] = {
@@ -25,6 +26,8 @@ TASKS: dict[str, type[Task]] = {
         HopperLocal,
         AntMorphology,
         DKittyMorphology,
+        UTR,
+        *REPLICATE_TASKS,
         *EHRLICH_TASKS,
         *BOTORCH_TASKS,
     )
@@ -46,6 +49,9 @@ SUITES: dict[str, tuple[str, ...]] = {
         "rosenbrock20",
         "levy40",
         "hopper-local",
+        "utr",
+        "tfbind8-replicates",
+        "potts-replicates",
     ),
 }
 

@@ -141,6 +141,13 @@ class Task(ABC):
         designs = self.space.validate(designs)
         return np.asarray(self._score(designs), dtype=np.float64).reshape(-1)
 
+    def offline_best(self) -> float:
+        """The normalized score of the best offline design (what a method's designs must beat).
+
+        The best offline row's; tasks whose offline rows are noisy measurements override it with
+        the noiseless value of the best design measured."""
+        return float(self.normalize(self.offline.y.max()))
+
     def normalize(self, y: np.ndarray) -> np.ndarray:
         """Normalized scores ``(y - y_min) / (y_max - y_min)`` with the full-data min and max."""
         return (np.asarray(y, dtype=np.float64) - self.y_min) / (self.y_max - self.y_min)

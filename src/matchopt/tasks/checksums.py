@@ -1,10 +1,10 @@
 """Known sha256 digests of design-bench files, by path relative to the data folder.
 
-Covers TF-Bind-8 (SIX6_REF_R1, one shard) and TF-Bind-10 (pho4, 84 shards). Generated from the
-reference list ``../shared/data/design_bench/CHECKSUMS.sha256`` (``sha256sum`` format, one
-``<digest>  <folder>/<prefix>-<x|y>-<k>.npy`` line per file) by grouping its lines by
-``<folder>/<prefix>``; the TF-Bind-8 digests match the files in that folder. Files of other tasks
-have no known digest: they are checked for presence only.
+Covers TF-Bind-8 (SIX6_REF_R1, one shard), TF-Bind-10 (pho4, 84 shards) and UTR (14 shards).
+Generated from the reference list ``../shared/data/design_bench/CHECKSUMS.sha256`` (``sha256sum``
+format, one ``<digest>  <folder>/<prefix>-<x|y>-<k>.npy`` line per file) by grouping its lines by
+``<folder>/<prefix>``; the TF-Bind-8 and UTR digests match the files in that folder. Files of
+other tasks have no known digest: they are checked for presence only.
 """
 
 from __future__ import annotations
@@ -184,6 +184,36 @@ _SHARDS: dict[str, dict[str, str]] = {
         "y-82": "dcd92390f3ae57350b4b78514855930b1a32c58c7391320f1bdb895c58d4fc15",
         "x-83": "6ec1b49656e071e1db0cae1845df717a3c4e288525fe1e097b5005b02637f9ee",
         "y-83": "e03efb243e52de867afa4898c0d95ed48faf95627b376e599e2a9e63b0c5d74a",
+    },
+    "utr/utr": {
+        "x-0": "220fd91fe3b2cb484551ad64e778038e753bdd235ae473ea7b975cc3f2efed41",
+        "y-0": "b9390e77e2ad41182c89132702679fbbb7f305bc7d76410123dafc19eaa3e139",
+        "x-1": "b6c6aa7223443f2aaa1a6aeaa9c6ce019f0aa4d05dae1986eb2abb7fa2d2cb18",
+        "y-1": "272bd135ca37be4417d6806968d624597302d61760e0c6a5d052718eac299e26",
+        "x-2": "d5768ea071eba8f5c3dcbb064d915a23f09121fa6fab9abca8b44747fff5b67a",
+        "y-2": "46542fe3ff989e007bb9285f9ccd77884019dc6503f174df4cb19f56e1cb718d",
+        "x-3": "e3e8f9845bf69bc72aa116ea92c0bfc656d87f179a1363ff19a3559743349088",
+        "y-3": "1cd7d15b77f090d92dd3afae4d7b154b3d3dbd82274de2e8985d1c2c01502144",
+        "x-4": "97e8dd04aa6c7d826888acb17709c3dc6902839a35f7ca494f66f7b512b6f5a6",
+        "y-4": "ee292f27319ce16f70419362300923fb0bec48bc9158924039679c7e182ac6c7",
+        "x-5": "592fdcc9d0d864aa0720e68780775cee32665258941301bd6a857c26a4d06949",
+        "y-5": "6b21c152733d4c3de4d3a7c8f38e477690df76675cd983d07319c02db26a8062",
+        "x-6": "2a2619849bef01e162ca2ce5bf7823c42b9e1bbef0582233ced2e48c1372e774",
+        "y-6": "879ab8e7323e8f8800a196a22a575797e9c43815175fe5fc82d59b301af38723",
+        "x-7": "61424afbc2822e15ca5dacb70a81f3ec62dd92dfd63ad2ed7cb1c5162a17c82e",
+        "y-7": "61f08e694f41deab9853d7b355938b4934ab9f40eb47e6418010add9baba9ed2",
+        "x-8": "b69086e8655c9de8c3dec842fafc99a6921206d25a803e399c12ba841b458042",
+        "y-8": "48b29c629383da100b29b62f3bd7fa2ed0b5c527460477ba5b1e6efb6ae7ac5f",
+        "x-9": "7c38aa19ecb7ce37d6c89ff9b249aba5006f7a7e85028201d820b523019ebf6d",
+        "y-9": "3eb5d01585e8bc2fc82a5e5eba1aad5c396741fee234630ef6dcb4095270e84d",
+        "x-10": "1a8222cb595af2d03052192d3d36d804c0f50a286fcdbe7e5ad4da87a2c062d9",
+        "y-10": "94e21b8f6a79462302a137cc8ed8548b6c8ab61762bb7041176c36f20615be3e",
+        "x-11": "990887489c9b7a63cbfc73f6da8eac3ccde8c901aa7d9918ae16ce9a9e4ffd6d",
+        "y-11": "c45d4803af547945147a7c04597263dfabf45dbfb1b349feec2091f13eeb345f",
+        "x-12": "0975fc76e91f9a8b271a6b036af94828870cb4febcdc39ed64f84e7c8b7d2f9f",
+        "y-12": "562d47c3b3aa93b24083afa85b6640e07c53d5807c262690301905539745df98",
+        "x-13": "8bb80d51ebb70df525689c24d595924d38e51b2b5173255953bdd4a44557667e",
+        "y-13": "df9e28e5525c5080c382b939b33bdd0c4d5d751fbda56dc11f777330cdac8734",
     },
 }
 
