@@ -9,7 +9,8 @@
 #                                                  # hopper-candidates | baselines |
 #                                                  # round3 | round3-hopper |
 #                                                  # round4 | round4-hopper |
-#                                                  # extended-replicates | extended-utr)
+#                                                  # extended-replicates | extended-utr |
+#                                                  # round5 | round5-hopper | pool)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -88,6 +89,22 @@ later_round() {
         --seeds 3 --out "$OUT/$2" --threads 1 --workers 1
 }
 
+round5_extended() {
+    # Round 5 onward: the extended suite's tasks too (the candidate $1 into $OUT/$2).
+    later_round "$1" "$2"
+    $MATCHOPT bench --tasks tfbind8-replicates,potts-replicates,utr \
+        --methods "$1" --seeds 0,1,2 --out "$OUT/$2" --threads 1 --workers 1
+}
+
+pool() {
+    # The members of `auto`'s pool that are not compared methods, alone on round 5's cells, to
+    # measure how often its protocol picks the leader (docs/suite.md, round 5).
+    $MATCHOPT bench --tasks "$QUICK_TASKS,tfbind8-replicates,potts-replicates,utr,hopper-local" \
+        --methods ens-mean-small --seeds 0,1,2 --out "$OUT/pool" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods ens-mean-small \
+        --seeds 3 --out "$OUT/pool" --threads 1 --workers 1
+}
+
 later_round_hopper() {
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
         --out "$OUT/$2-hopper" --threads 1 --workers 1
@@ -103,6 +120,9 @@ case "$LANE" in
     round4-hopper) later_round_hopper matchopt-ens-mix candidates-r4 ;;
     extended-replicates) extended tfbind8-replicates,potts-replicates extended-replicates ;;
     extended-utr) extended utr extended-utr ;;
+    round5) round5_extended auto candidates-r5 ;;
+    round5-hopper) later_round_hopper auto candidates-r5 ;;
+    pool) pool ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -112,11 +132,12 @@ case "$LANE" in
         ;;
     *)
         echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
-            "round4, round4-hopper, extended-replicates, extended-utr or both, not $LANE" >&2
+            "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool" \
+            "or both, not $LANE" >&2
         exit 2
         ;;
 esac
 
-$MATCHOPT report "$OUT" --methods "matchopt-ens-mix,matchopt-ens-l2,matchopt-ens,matchopt-ens-rank,$COMPARED_BASELINES" \
+$MATCHOPT report "$OUT" --methods "auto,matchopt-ens-mix,$COMPARED_BASELINES" \
     --plots "$OUT-figures" > "$OUT-report.md"
 echo "report: $OUT-report.md, figures in $OUT-figures"

@@ -45,7 +45,10 @@ ROUNDING_CHANGED = {
 
 
 #: Methods registered after the designs above were stored.
-NEWER = {"matchopt-ens", "matchopt-ens-rank", "matchopt-ens-l2", "matchopt-ens-mix"}
+NEWER = {
+    "matchopt-ens", "matchopt-ens-rank", "matchopt-ens-l2", "matchopt-ens-mix",
+    "ens-mean-small", "auto",
+}  # fmt: skip
 
 
 def same_designs(key: str, before: np.ndarray, after: np.ndarray) -> bool:

@@ -779,6 +779,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     )
     if schema.ignored:
         print(f"  ignored columns: {printable(', '.join(schema.ignored))}", file=sys.stderr)
+    if optimizer.choice_:
+        print(choice_line(optimizer.choice_), file=sys.stderr)
     quality = optimizer.fit_quality_
     if quality is not None:
         print(
@@ -828,6 +830,19 @@ def _check_count(n: int) -> None:
         raise MatchoptError(f"--n {n}: need at least 1 proposal")
     if n > MAX_PROPOSALS:
         raise MatchoptError(f"--n {n}: at most {MAX_PROPOSALS:,} proposals per call")
+
+
+def choice_line(choice: dict) -> str:
+    """What a per-table choice picked and why: each member's protocol score."""
+    scores = ", ".join(f"{name} {value:.3f}" for name, value in choice["protocol"].items())
+    why = (
+        f"protocol scores (mean judge score of each member's designs when fitted without the "
+        f"table's best rows): {scores}"
+        if scores
+        else "too few rows to judge the members on the table: the first member"
+    )
+    left = "".join(f"; {name} left out ({reason})" for name, reason in choice["left_out"].items())
+    return f"  chose {choice['choice']}: {why}{left}"
 
 
 def _propose_and_write(optimizer, n: int, out: Path) -> None:

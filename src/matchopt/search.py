@@ -128,3 +128,90 @@ def gradient_ascent_path(
         if step % every == 0 or step == steps:
             points.append(x.detach().clone())
     return torch.stack(points)
+
+
+def box_widths(offline: np.ndarray) -> np.ndarray:
+    """Per-feature width (k,) of the box flattened offline designs (N x k) span; a feature the
+    rows hold constant gets width 1 (two designs differ there by their raw difference)."""
+    offline = np.asarray(offline, dtype=np.float64)
+    width = offline.max(axis=0) - offline.min(axis=0)
+    return np.where(width > 0, width, 1.0)
+
+
+def scaled_distances(a: np.ndarray, b: np.ndarray, widths: np.ndarray) -> np.ndarray:
+    """Root-mean-square difference per feature, in units of the box's widths, between every row
+    of ``a`` (n x k) and of ``b`` (m x k): an (n x m) matrix. Two designs closer than a small
+    value of it (``min_distance``) are one design to a lab."""
+    a, b = np.asarray(a, np.float64) / widths, np.asarray(b, np.float64) / widths
+    squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
+    return np.sqrt(np.maximum(squared, 0.0) / a.shape[1])
+
+
+def near_copy_pairs(designs: np.ndarray, widths: np.ndarray, min_distance: float) -> int:
+    """Pairs of designs (n x k, flattened) closer than ``min_distance``
+    (:func:`scaled_distances`)."""
+    designs = np.asarray(designs).reshape(len(designs), -1)
+    close = scaled_distances(designs, designs, widths) < min_distance
+    return int(np.triu(close, k=1).sum())
+
+
+def select_per_path(
+    candidates: np.ndarray,
+    scores: np.ndarray,
+    paths: np.ndarray,
+    offline: np.ndarray,
+    n: int,
+    min_distance: float = 0.0,
+    keep_apart: np.ndarray | None = None,
+) -> np.ndarray:
+    """Indices of ``n`` candidates, best score first: one per path, distinct, none offline.
+
+    Greedy over candidates by decreasing score: a candidate is taken if its path has no design
+    yet, the design is new (not an offline row, not taken) and, with ``min_distance`` > 0, it
+    lies at least that far from every design taken (:func:`scaled_distances`, in units of the
+    offline box's widths). If that gives fewer than ``n``, the next passes drop the one-per-path
+    rule, then the offline rule; designs stay distinct where the candidates allow, else the best
+    ones repeat.
+
+    Args:
+        candidates: (m x k) flattened designs.
+        scores: (m,) their scores (higher is better).
+        paths: (m,) the path each candidate lies on.
+        offline: (N x k) flattened offline designs.
+        n: how many to pick.
+        min_distance: the smallest distance between two designs taken (0: any distinct ones).
+        keep_apart: (j x k) designs taken elsewhere (another search's) that the picks must also
+            stay ``min_distance`` from.
+    """
+    offline_keys = {row.tobytes() for row in np.ascontiguousarray(offline, candidates.dtype)}
+    keys = [row.tobytes() for row in np.ascontiguousarray(candidates)]
+    widths = box_widths(offline) if min_distance > 0 else None
+    apart = np.zeros((0, candidates.shape[1])) if keep_apart is None else keep_apart
+    order = np.argsort(-scores, kind="stable")
+    picked: list[int] = []
+    taken_keys: set[bytes] = set()
+    used_paths: set[int] = set()
+    for one_per_path, new_only in ((True, True), (False, True), (False, False)):
+        for index in order:
+            if len(picked) == n:
+                return np.asarray(picked)
+            key = keys[index]
+            if key in taken_keys or (new_only and key in offline_keys):
+                continue
+            if new_only and scores[index] == -np.inf:  # outside the trust region
+                continue
+            if one_per_path and paths[index] in used_paths:
+                continue
+            if widths is not None and (picked or len(apart)):
+                others = np.concatenate([apart, candidates[picked]])
+                if scaled_distances(candidates[index : index + 1], others, widths).min() < (
+                    min_distance
+                ):
+                    continue
+            picked.append(int(index))
+            taken_keys.add(key)
+            used_paths.add(int(paths[index]))
+    if not picked:
+        raise MatchoptError("no candidate design to propose")
+    # Fewer distinct candidates than designs asked: repeat them, best first.
+    return np.resize(np.asarray(picked), n)

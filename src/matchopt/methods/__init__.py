@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from matchopt.errors import MatchoptError
+from matchopt.methods.auto import AutoChoice
 from matchopt.methods.base import Method, MethodEntry, build_config
 from matchopt.methods.bdi import BDI
 from matchopt.methods.bo_qei import BoQei
@@ -74,7 +75,17 @@ METHODS: dict[str, MethodEntry] = {
         "Ens-Min: gradient ascent on the min of 5 bootstrapped models",
         {"n_models": 5, "aggregation": "min"},
     ),
+    "ens-mean-small": MethodEntry(
+        GradientAscent,
+        "Ens-Mean on CMA-ES's small ensemble (5 MLPs of 256): gradient ascent on their mean",
+        {"n_models": 5, "aggregation": "mean", "hidden": (256,), "lr": 1e-3, "batch_size": 100},
+    ),
     "cma-es": MethodEntry(CmaEs, "CMA-ES from each top-128 design on a learned ensemble"),
+    "auto": MethodEntry(
+        AutoChoice,
+        "per-table choice among matchopt-ens-mix, cma-es and ens-mean-small, judged on the "
+        "table itself (pseudo-offline split)",
+    ),
     "bo-qei": MethodEntry(BoQei, "BO-qEI: GP + batch expected improvement against an ensemble"),
     "random": MethodEntry(RandomDesigns, "sanity: uniform random designs (tokens / offline box)"),
     "untrained": MethodEntry(Untrained, "sanity: MATCH-OPT's search on its untrained MLP"),

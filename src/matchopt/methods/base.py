@@ -577,7 +577,8 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
     rates (``lr`` and ``*_lr``), scales, step lengths and trust radii (``*_scale``, ``*_step``,
     ``*trust_radius*``) are > 0,
     ``*pessimism`` >= 0; widths (tuples of ints) are >= 1;
-    ``validation_fraction`` is in [0, 0.5]. ``allow_zero_counts`` lowers every count's minimum
+    ``validation_fraction`` is in [0, 0.5]; a field with a ``range`` in its metadata is in that
+    closed range. ``allow_zero_counts`` lowers every count's minimum
     to 0 (configs built in code, e.g. an untrained model for a test); negative counts are always
     refused.
 
@@ -588,6 +589,10 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
         value = getattr(config, f.name)
         if value is None or isinstance(value, (bool, str)):
             continue
+        if "range" in f.metadata:  # a field that states its own range
+            low, high = f.metadata["range"]
+            if not low <= value <= high:
+                raise ConfigError(f.name, value, f"must be in [{low}, {high}]")
         if isinstance(value, int):
             low = 0 if allow_zero_counts else MINIMUM.get(f.name, 1)
             if value < low:

@@ -42,10 +42,9 @@ import torch
 
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS
 from matchopt.methods.matchopt import GradientMatchingConfig, MatchOpt, rank_buckets
-from matchopt.search import gradient_ascent_path
+from matchopt.search import gradient_ascent_path, select_per_path
 
 
 @dataclass(frozen=True)
@@ -95,6 +94,9 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """The bolder search's ``pessimism``."""
     bold_trust_radius: float | None = None
     """The bolder search's ``trust_radius`` (``trust_radius_l2`` and the box are kept)."""
+    min_distance: float = field(default=0.0, metadata={"range": (0.0, 1.0)})
+    """Continuous designs: no two designs closer than this root-mean-square difference per
+    feature, in units of the width of the box the offline rows span (0: any distinct designs)."""
 
 
 QUICK = {
@@ -218,24 +220,36 @@ class MatchOptEnsemble(MatchOpt):
         n_bold = min(config.bold_designs, n - 1)
         designs = self._select(n - n_bold, offline, config.pessimism, config.trust_radius)
         if n_bold:
-            taken = np.concatenate([offline, designs.reshape(len(designs), -1)])
-            bold = self._select(n_bold, taken, config.bold_pessimism, config.bold_trust_radius)
+            taken = designs.reshape(len(designs), -1)
+            bold = self._select(
+                n_bold, offline, config.bold_pessimism, config.bold_trust_radius, taken
+            )
             designs = np.concatenate([designs, bold])
         return designs
 
     def _select(
-        self, n: int, excluded: np.ndarray, pessimism: float, trust_radius: float | None
+        self,
+        n: int,
+        offline: np.ndarray,
+        pessimism: float,
+        trust_radius: float | None,
+        taken: np.ndarray | None = None,
     ) -> np.ndarray:
-        """``n`` designs of one search (:func:`select_per_path`), none among ``excluded``."""
+        """``n`` designs of one search (:func:`select_per_path`): none an offline row or among
+        ``taken`` (designs another search gave), none within ``min_distance`` of another."""
         designs, scores, n_paths = self._candidates(n, pessimism, trust_radius)
         if self.config_.support == "pairs" and self.data_.space.is_discrete:
             scores = np.where(self._pairs_seen(designs), scores, -np.inf)
+        excluded = offline if taken is None else np.concatenate([offline, taken])
+        continuous = not self.data_.space.is_discrete
         picked = select_per_path(
             designs.reshape(len(designs), -1),
             scores,
             np.tile(np.arange(n_paths), len(designs) // n_paths),
             excluded,
             n,
+            min_distance=self.config_.min_distance if continuous else 0.0,
+            keep_apart=taken if continuous else None,
         )
         return designs[picked]
 
@@ -319,46 +333,3 @@ class MatchOptEnsemble(MatchOpt):
 
     def _model_device(self) -> torch.device:
         return next(self.models_.parameters()).device
-
-
-def select_per_path(
-    candidates: np.ndarray, scores: np.ndarray, paths: np.ndarray, offline: np.ndarray, n: int
-) -> np.ndarray:
-    """Indices of ``n`` candidates, best score first: one per path, distinct, none offline.
-
-    Greedy over candidates by decreasing score: a candidate is taken if its path has no design
-    yet and the design is new (not an offline row, not taken). If that gives fewer than ``n``,
-    the next passes drop the one-per-path rule, then the offline rule; designs stay distinct
-    where the candidates allow, else the best ones repeat.
-
-    Args:
-        candidates: (m x k) flattened designs.
-        scores: (m,) their scores (higher is better).
-        paths: (m,) the path each candidate lies on.
-        offline: (N x k) flattened offline designs.
-        n: how many to pick.
-    """
-    offline_keys = {row.tobytes() for row in np.ascontiguousarray(offline, candidates.dtype)}
-    keys = [row.tobytes() for row in np.ascontiguousarray(candidates)]
-    order = np.argsort(-scores, kind="stable")
-    picked: list[int] = []
-    taken_keys: set[bytes] = set()
-    used_paths: set[int] = set()
-    for one_per_path, new_only in ((True, True), (False, True), (False, False)):
-        for index in order:
-            if len(picked) == n:
-                return np.asarray(picked)
-            key = keys[index]
-            if key in taken_keys or (new_only and key in offline_keys):
-                continue
-            if new_only and scores[index] == -np.inf:  # outside the trust region
-                continue
-            if one_per_path and paths[index] in used_paths:
-                continue
-            picked.append(int(index))
-            taken_keys.add(key)
-            used_paths.add(int(paths[index]))
-    if not picked:
-        raise MatchoptError("no candidate design to propose")
-    # Fewer distinct candidates than designs asked: repeat them, best first.
-    return np.resize(np.asarray(picked), n)

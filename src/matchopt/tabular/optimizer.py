@@ -76,6 +76,7 @@ from matchopt.state_checks import (
     check_number,
     check_str,
     check_type,
+    is_number,
 )
 from matchopt.tabular.schema import (
     CSV_SUFFIXES,
@@ -178,6 +179,19 @@ def _same_file(a: Path, b: Path) -> bool:
         return a.exists() and b.exists() and os.path.samefile(a, b)
     except OSError:
         return False
+
+
+def _is_choice_report(choice: dict) -> bool:
+    """Whether ``choice`` is what :class:`~matchopt.methods.auto.AutoChoice` reports."""
+    protocol, left_out = choice.get("protocol"), choice.get("left_out")
+    return (
+        set(choice) == {"choice", "protocol", "left_out"}
+        and isinstance(choice["choice"], str)
+        and isinstance(protocol, dict)
+        and all(isinstance(k, str) and is_number(v) for k, v in protocol.items())
+        and isinstance(left_out, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in left_out.items())
+    )
 
 
 def table_bytes(frame: pd.DataFrame, path: Path) -> bytes:
@@ -391,6 +405,13 @@ class TableOptimizer:
 
         method = entry.cls(config, seed=self.seed, progress=self.progress, device=self.device)
         method.fit(data_)
+        # A method that chooses among others per table (``auto``) reports its pick and why.
+        report = method.fit_report() if method.has_surrogate else {}
+        self.choice_ = (
+            {key: report[key] for key in ("choice", "protocol", "left_out")}
+            if "choice" in report
+            else None
+        )
         self.ensemble_encoder_, self.ensemble_ = self._fit_ensemble(data_)
         params = self._ensemble_params()
         ensemble_words = (
@@ -615,6 +636,11 @@ class TableOptimizer:
         out[schema.distance_name] = (
             distances[chosen].astype(np.int64) if schema.sequence is not None else distances[chosen]
         )
+        if getattr(self, "choice_", None):
+            # The member a per-table choice picked, in the file itself (CSV has no metadata);
+            # Parquet files also keep the protocol scores in their pandas metadata.
+            out["proposed_by"] = self.choice_["choice"]
+            out.attrs["matchopt"] = {"method": self.method, **self.choice_}
         if len(out) < n:
             why = "repeat measured rows or each other"
             if self.min_distance or self.diversity:
@@ -745,6 +771,10 @@ class TableOptimizer:
         ensemble = check_type(self, "ensemble_", GaussianEnsemble)
         ranker = check_type(self, "ranker_", GaussianEnsemble, none=True)
         check_type(self, "fit_quality_", dict, none=True)
+        if "choice_" in vars(self):  # files of matchopt before per-table choices have none
+            choice = check_type(self, "choice_", dict, none=True)
+            if choice is not None and not _is_choice_report(choice):
+                raise MatchoptError("choice_ is not a per-table choice's report")
         if "n_candidates_" in vars(self):
             check_int(self, "n_candidates_", 0)
         if ranker is not None and ranker is not ensemble:

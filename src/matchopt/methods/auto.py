@@ -1,0 +1,293 @@
+"""A per-table choice among complementary methods, judged on the user's table alone.
+
+No single method leads on every kind of table: an ensemble of gradient-matching surrogates
+(``matchopt-ens-mix``) leads on the development suite, CMA-ES and gradient ascent on learned
+ensembles on others. This method fits a small pool of them and lets the table say which one to
+trust, by a pseudo-offline protocol (as the validation metrics measured by Beckham et al.,
+"Exploring validation metrics for offline model-based optimisation with diffusion models",
+TMLR 2024: a reward under a model fitted on more data than the candidate saw). Read top to
+bottom:
+
+1. **Pool**: the registered methods named in ``pool``, each with the run's seed and the
+   ``member_preset``. A member that cannot run on the table is left out, with the reason
+   (CMA-ES above ``cma_max_features`` features: its covariance is d x d per run).
+2. **Pseudo-offline fits**: every member is fitted on the rows at or below the
+   ``judge_quantile`` of the scores (the table without its best rows; where that quantile is
+   the best score, the rows below it) and proposes ``judged_designs`` designs.
+3. **Full fits**: every member is fitted on all rows. Members with the same Gaussian-ensemble
+   training fields share one ensemble (CMA-ES and Ens-Mean-Small do).
+4. **Judge**: every full-data member's surrogate, its predictions standardized by the table's
+   scores; a design's judge score is their mean minus ``pessimism`` times their spread (far
+   designs, where the surrogates disagree, score low). Token designs holding a pair of
+   neighbouring tokens that no row above the minimum holds score the table's minimum (the
+   feasibility prior of ``matchopt-ens``'s ``support="pairs"``).
+5. **Choice**: the member whose pseudo-offline designs have the highest mean judge score (ties:
+   pool order). It saw none of the best rows; the judge saw all of them: a member that
+   extrapolates toward them scores high.
+6. **Designs**: the chosen member's full-data fit proposes twice the designs asked (as many as
+   it can), ranked by the judge, and kept greedily so that no two continuous designs lie within
+   ``min_distance`` of each other (root-mean-square difference per feature over the widths of
+   the box the rows span) and no two token designs are equal.
+
+Everything is seeded: the same table and seed give the same choice and designs. Nothing here
+reads an oracle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from matchopt.data import OfflineData
+from matchopt.errors import MatchoptError
+from matchopt.methods.base import MIN_ROWS, Method
+from matchopt.search import box_widths, scaled_distances
+from matchopt.state_checks import check_number, check_str, check_type, is_number
+
+
+@dataclass(frozen=True)
+class AutoConfig:
+    """Per-table choice hyperparameters (module notes)."""
+
+    pool: str = "matchopt-ens-mix,cma-es,ens-mean-small"
+    """Registered methods to choose among, separated by commas (the first wins ties)."""
+    member_preset: str = field(default="paper", metadata={"choices": ("paper", "quick")})
+    """The preset every member runs with."""
+    judge_quantile: float = field(default=0.8, metadata={"range": (0.1, 0.95)})
+    """Members are judged after a fit on the rows at or below this quantile of the scores."""
+    judged_designs: int = 128
+    """Designs each pseudo-offline fit proposes for the judge."""
+    pessimism: float = field(default=1.0, metadata={"range": (0.0, 10.0)})
+    """The judge score is the surrogates' mean minus this times their spread."""
+    min_distance: float = field(default=0.01, metadata={"range": (0.0, 1.0)})
+    """No two continuous designs closer than this (root-mean-square difference per feature, in
+    units of the widths of the box the rows span)."""
+    cma_max_features: int = 2048
+    """CMA-ES is left out of the pool above this many features (tokens: length x vocabulary)."""
+
+
+QUICK = {"member_preset": "quick", "judged_designs": 16}
+
+
+class AutoChoice(Method):
+    """Fits a pool of methods, judges them on the table (module notes), proposes with the best.
+
+    Attributes:
+        members_: the pool members fitted on all rows, by name.
+        choice_: the name of the member whose designs :meth:`propose` returns.
+        protocol_: each member's protocol score (mean judge score of its pseudo-offline
+            designs), by name; members left out are absent.
+        left_out_: members left out of the pool, with the reason.
+    """
+
+    config_class = AutoConfig
+    presets = {"paper": {}, "quick": QUICK}
+    has_surrogate = True
+
+    def pool_names(self) -> list[str]:
+        """The pool's method names, checked against the registry."""
+        from matchopt.methods import get_method_entry
+
+        names = [name.strip() for name in self.config_.pool.split(",") if name.strip()]
+        if not names:
+            raise MatchoptError("pool names no method")
+        for name in names:
+            if name == "auto" or get_method_entry(name).cls is AutoChoice:
+                raise MatchoptError(f"pool member {name!r} is itself a per-table choice")
+        if len(set(names)) != len(names):
+            raise MatchoptError(f"pool names a method twice: {self.config_.pool}")
+        return names
+
+    def _member(self, name: str) -> Method:
+        from matchopt.methods import make_method
+
+        member = make_method(name, self.config_.member_preset, seed=self.seed, device=self.device)
+        member.progress = self.progress
+        return member
+
+    def _left_out(self, name: str, data: OfflineData) -> str | None:
+        """Why member ``name`` cannot run on ``data`` (None: it can)."""
+        from matchopt.methods import get_method_entry
+        from matchopt.methods.cma_es import CmaEs
+
+        features = int(np.prod(data.space.shape)) * (data.space.vocab_size or 1)
+        cls = get_method_entry(name).cls
+        if cls is CmaEs and features > self.config_.cma_max_features:
+            return f"{features} features > cma_max_features {self.config_.cma_max_features}"
+        return None
+
+    def fit(self, data: OfflineData) -> AutoChoice:
+        """Pseudo-offline fits, full fits, the judge and the choice (module notes, 2-5)."""
+        config = self.config_
+        names = self.pool_names()
+        self.left_out_ = {n: why for n in names if (why := self._left_out(n, data)) is not None}
+        names = [n for n in names if n not in self.left_out_]
+        if not names:
+            raise MatchoptError(f"no pool member can run on this table: {self.left_out_}")
+        lower = self._lower_rows(data)
+        with tempfile.TemporaryDirectory(prefix="matchopt-auto-") as shared:
+            folder = self.ensemble_cache or shared  # one ensemble for members that share one
+            judged = {}
+            for name in names:
+                member = self._member(name).share_ensembles(folder)
+                if lower is not None:
+                    member.fit(lower)
+                    judged[name] = member.propose_up_to(
+                        min(config.judged_designs, member.proposal_cap(len(lower)) or 1 << 30)
+                    )
+            self.members_ = {}
+            for name in names:
+                self.members_[name] = self._member(name).share_ensembles(folder).fit(data)
+                self.members_[name].ensemble_cache = None  # the folder is gone after fit
+        self.data_ = data
+        self._fit_judge(data)
+        self.protocol_ = {name: float(np.mean(self.judge(d))) for name, d in judged.items()}
+        self.choice_ = max(names, key=lambda n: self.protocol_.get(n, -np.inf))
+        return self
+
+    def _lower_rows(self, data: OfflineData) -> OfflineData | None:
+        """The rows at or below the ``judge_quantile`` of the scores; where that is the best
+        score (ties: tables of few score levels), the rows below it. None where that leaves too
+        few rows to fit every member (the first member is then chosen)."""
+        y = np.asarray(data.y)
+        cut = np.quantile(y, self.config_.judge_quantile)
+        keep = y <= cut if cut < y.max() else y < cut
+        lower = OfflineData(data.x[keep], data.y[keep], data.space)
+        fewest = max(
+            [MIN_ROWS, self.config_.judged_designs]
+            + [self._member(n).min_rows(self._member(n).config_)[0] for n in self.pool_names()]
+        )
+        return lower if len(lower) >= fewest else None
+
+    def _fit_judge(self, data: OfflineData) -> None:
+        """Standardization of the surrogates' predictions and the token-pair prior."""
+        y = np.asarray(data.y, dtype=np.float64)
+        self.judge_mean_ = float(y.mean())
+        self.judge_std_ = float(y.std()) or 1.0
+        self.pairs_seen_ = None
+        if data.space.is_discrete:
+            good = data.x[y > y.min()] if (y > y.min()).any() else data.x
+            k = data.space.vocab_size
+            seen = np.zeros((k, k), dtype=bool)
+            seen[good[:, :-1].reshape(-1), good[:, 1:].reshape(-1)] = True
+            self.pairs_seen_ = seen
+
+    def judge(self, designs: np.ndarray) -> np.ndarray:
+        """Judge scores (n,) of designs: the full-data surrogates' standardized mean minus
+        ``pessimism`` times their spread; token designs with an unseen pair of neighbours get
+        the table's minimum (module notes, 4)."""
+        self._check_fitted()
+        designs = self.data_.space.validate(designs)
+        predictions = np.stack(
+            [
+                (np.asarray(m.predict(designs), dtype=np.float64) - self.judge_mean_)
+                / self.judge_std_
+                for m in self.members_.values()
+            ]
+        )
+        score = predictions.mean(0) - self.config_.pessimism * predictions.std(0)
+        if self.pairs_seen_ is not None:
+            flat = designs.reshape(len(designs), -1)
+            feasible = self.pairs_seen_[flat[:, :-1], flat[:, 1:]].all(axis=1)
+            floor = (float(np.min(self.data_.y)) - self.judge_mean_) / self.judge_std_
+            score = np.where(feasible, score, floor)
+        return score
+
+    def propose(self, n: int = 128) -> np.ndarray:
+        """``n`` designs of the chosen member, ranked by the judge, none near another."""
+        self._check_fitted()
+        chosen = self.members_[self.choice_]
+        cap = chosen.proposal_cap(len(self.data_))
+        candidates = chosen.propose_up_to(2 * n if cap is None else max(n, min(2 * n, cap)))
+        order = np.argsort(-self.judge(candidates), kind="stable")
+        return candidates[self._apart(candidates, order, n)]
+
+    def propose_up_to(self, n: int) -> np.ndarray:
+        return self.propose(n)
+
+    def _apart(self, candidates: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
+        """The first ``n`` of ``order`` that are distinct and, for continuous designs, at least
+        ``min_distance`` from each other; if fewer, the closest ones fill up, best first."""
+        flat = candidates.reshape(len(candidates), -1)
+        continuous = not self.data_.space.is_discrete and self.config_.min_distance > 0
+        widths = box_widths(self.data_.x.reshape(len(self.data_), -1)) if continuous else None
+        kept: list[int] = []
+        seen: set[bytes] = set()
+        for index in order:
+            key = np.ascontiguousarray(flat[index]).tobytes()
+            if key in seen:
+                continue
+            if continuous and kept:
+                nearest = scaled_distances(flat[index : index + 1], flat[kept], widths).min()
+                if nearest < self.config_.min_distance:
+                    continue
+            kept.append(int(index))
+            seen.add(key)
+            if len(kept) == n:
+                return np.asarray(kept)
+        rest = [int(i) for i in order if int(i) not in set(kept)]
+        return np.asarray((kept + rest)[:n])
+
+    def predict(self, designs: np.ndarray) -> np.ndarray:
+        """The chosen member's surrogate (n,), in the units of the offline y."""
+        self._check_fitted()
+        return self.members_[self.choice_].predict(designs)
+
+    def proposal_cap(self, n_rows: int) -> int | None:
+        """The chosen member's (every member's, before a fit)."""
+        if hasattr(self, "members_"):
+            return self.members_[self.choice_].proposal_cap(n_rows)
+        caps = [self._member(n).proposal_cap(n_rows) for n in self.pool_names()]
+        return min((c for c in caps if c is not None), default=None)
+
+    @classmethod
+    def min_rows(cls, config: AutoConfig) -> tuple[int, str]:
+        """The most any pool member needs."""
+        from matchopt.methods import build_config, get_method_entry
+
+        need = (MIN_ROWS, "to see the score vary")
+        for name in [n.strip() for n in config.pool.split(",") if n.strip()]:
+            entry = get_method_entry(name)
+            member = entry.cls.min_rows(build_config(entry, config.member_preset, {}))
+            need = max(need, (member[0], f"{name}: {member[1]}"))
+        return need
+
+    def __matchopt_check__(self) -> None:
+        """Checks of a method read from a model file: the members are methods of the pool, the
+        choice is one of them, the scores are numbers (the members check themselves)."""
+        super().__matchopt_check__()
+        if "members_" not in vars(self):
+            return
+        members = check_type(self, "members_", dict)
+        names = self.pool_names()
+        if not members or not set(members) <= set(names):
+            raise MatchoptError(f"members_ {sorted(members)} are not of the pool {names}")
+        if not all(isinstance(m, Method) for m in members.values()):
+            raise MatchoptError("members_ holds something that is not a method")
+        check_str(self, "choice_", choices=tuple(members))
+        for name in ("protocol_", "left_out_"):
+            check_type(self, name, dict)
+        if not all(is_number(v) for v in self.protocol_.values()):
+            raise MatchoptError("protocol_ holds something that is not a number")
+        check_number(self, "judge_mean_")
+        check_number(self, "judge_std_", 0.0, above=True)
+        pairs = check_type(self, "pairs_seen_", np.ndarray, none=True)
+        k = self.data_.space.vocab_size
+        if (pairs is None) == self.data_.space.is_discrete or (
+            pairs is not None and (pairs.shape != (k, k) or pairs.dtype != bool)
+        ):
+            raise MatchoptError("pairs_seen_ does not fit the design space")
+
+    def fit_report(self) -> dict[str, Any]:
+        """The choice, every member's protocol score, and the members left out."""
+        self._check_fitted()
+        return {
+            "choice": self.choice_,
+            "protocol": dict(self.protocol_),
+            "left_out": dict(self.left_out_),
+            "judge": dataclasses.asdict(self.config_),
+        }
