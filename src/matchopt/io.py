@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,11 +43,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode = path.stat().st_mode & 0o7777
+        # The entry itself, not what a link points to; never the setuid, setgid or sticky bits.
+        status = path.lstat()
+        mode = status.st_mode & 0o777 if stat.S_ISREG(status.st_mode) else _new_file_mode()
     except OSError:  # a new file
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        mode = _new_file_mode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -60,6 +62,13 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     _fsync_folder(path.parent)
 
 
+def _new_file_mode() -> int:
+    """The usual permissions of a new file: 0666 minus the umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _fsync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable (POSIX; folders cannot be opened on Windows)."""
     try:
@@ -72,6 +81,36 @@ def _fsync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+#: What a lock file may hold: nothing, or the record :func:`file_lock` writes.
+_LOCK_RECORD = re.compile(rb"(pid \d{1,10}\n?)?")
+
+
+def _open_lock_file(path: Path):  # noqa: ANN202 (a text file object)
+    """``path`` opened for reading and writing without following a link (created if missing),
+    after checking it is a lock file matchopt could have made (:func:`file_lock`)."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as err:
+        if path.is_symlink():
+            raise MatchoptError(f"{path} is a link; remove it (matchopt follows none)") from None
+        raise MatchoptError(f"cannot open the lock file {path}: {err.strerror or err}") from None
+    status = os.fstat(fd)
+    problem = None
+    if not stat.S_ISREG(status.st_mode):
+        problem = "is not a regular file"
+    elif status.st_nlink != 1:
+        problem = "has another name (a hard link)"
+    elif hasattr(os, "getuid") and status.st_uid != os.getuid():
+        problem = "belongs to another user"
+    elif status.st_size > 64 or not _LOCK_RECORD.fullmatch(os.pread(fd, 64, 0)):
+        problem = "holds something other than a lock record"
+    if problem:
+        os.close(fd)
+        raise MatchoptError(f"{path} {problem}; remove it to run here (nothing was written)")
+    return os.fdopen(fd, "r+")
 
 
 class FileLocked(MatchoptError):
@@ -91,6 +130,11 @@ def file_lock(path: str | os.PathLike, wait: bool = True) -> Iterator[None]:
     finished run leaves none behind). A process that waited on a file removed meanwhile takes
     the lock again on the new one (the inode check), so two holders never overlap.
 
+    The file is opened without following a link (``O_NOFOLLOW``); what is there must be a
+    regular file of this user with one name (no hard link elsewhere) that is empty or holds a
+    lock record (``pid N``), else nothing is written and the reason is raised: a link planted
+    at ``path`` cannot make matchopt overwrite a file elsewhere.
+
     Args:
         path: the lock file (created if missing).
         wait: wait for the holder to finish; False raises at once.
@@ -106,7 +150,7 @@ def file_lock(path: str | os.PathLike, wait: bool = True) -> Iterator[None]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        handle = open(path, "a+")
+        handle = _open_lock_file(path)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:

@@ -1,0 +1,87 @@
+"""Files matchopt writes: a lock that follows no link, outputs with ordinary permissions."""
+
+import os
+import stat
+
+import pytest
+
+from matchopt import cli
+from matchopt.errors import MatchoptError
+from matchopt.io import atomic_write_bytes, file_lock
+
+LOCK = ".matchopt-bench.lock"
+
+
+def run_into(folder) -> int:
+    args = ["run", "--task", "styblinski-tang", "--method", "random", "--seeds", "0"]
+    return cli.main([*args, "--preset", "quick", "--out", str(folder)])
+
+
+def test_a_symbolic_link_at_the_lock_is_refused_and_its_target_untouched(tmp_path, capsys):
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "S"
+    out.mkdir()
+    (out / LOCK).symlink_to(victim)
+    assert run_into(out) == 2
+    assert "is a link" in capsys.readouterr().err
+    assert victim.read_text() == "precious\n"
+
+
+def test_a_dangling_link_creates_nothing_outside(tmp_path):
+    out = tmp_path / "S"
+    out.mkdir()
+    (out / LOCK).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(MatchoptError, match="is a link"):
+        with file_lock(out / LOCK):
+            pass
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_hard_link_at_the_lock_is_refused(tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("")
+    out = tmp_path / "S"
+    out.mkdir()
+    os.link(victim, out / LOCK)
+    with pytest.raises(MatchoptError, match="hard link"):
+        with file_lock(out / LOCK):
+            pass
+    assert victim.read_text() == ""
+
+
+@pytest.mark.parametrize("content", [b"precious\n", b"x" * 100])
+def test_a_lock_file_holding_anything_else_is_not_truncated(tmp_path, content):
+    path = tmp_path / LOCK
+    path.write_bytes(content)
+    with pytest.raises(MatchoptError, match="other than a lock record"):
+        with file_lock(path):
+            pass
+    assert path.read_bytes() == content
+
+
+def test_a_folder_at_the_lock_is_one_error(tmp_path):
+    (tmp_path / LOCK).mkdir()
+    with pytest.raises(MatchoptError, match="lock file"):
+        with file_lock(tmp_path / LOCK):
+            pass
+
+
+def test_a_stale_lock_record_is_taken_and_removed(tmp_path):
+    path = tmp_path / LOCK
+    path.write_text("pid 12345\n")
+    with file_lock(path, wait=False):
+        assert path.read_text() == f"pid {os.getpid()}\n"
+    assert not path.exists()
+
+
+def test_an_output_replacing_a_link_to_a_setuid_file_gets_ordinary_bits(tmp_path):
+    target = tmp_path / "tool"
+    target.write_text("#!/bin/sh\n")
+    target.chmod(0o4755)
+    out = tmp_path / "out.csv"
+    out.symlink_to(target)
+    atomic_write_bytes(out, b"a,b\n1,2\n")
+    mode = out.lstat().st_mode
+    assert stat.S_ISREG(mode) and not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
+    assert target.read_text() == "#!/bin/sh\n" and target.stat().st_mode & stat.S_ISUID
