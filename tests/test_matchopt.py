@@ -148,3 +148,13 @@ def test_user_data_without_a_task():
 def test_propose_before_fit_is_a_clear_error():
     with pytest.raises(MatchoptError, match="fitted"):
         MatchOpt().propose(4)
+
+
+@pytest.mark.parametrize("setting", ["alpha=-1000", "alpha=1e308", "kappa=100000000", "kappa=0"])
+def test_config_values_outside_their_stated_range_are_refused(setting, capsys):
+    from matchopt import cli
+
+    args = ["run", "--task", "potts", "--method", "matchopt", "--preset", "quick"]
+    assert cli.main([*args, "--set", setting, "--out", "unused"]) == 2
+    key = setting.split("=")[0]
+    assert f"--set {key}=" in capsys.readouterr().err

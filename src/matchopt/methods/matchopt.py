@@ -86,10 +86,11 @@ class GradientMatchingConfig:
         default="trapezoid", metadata={"choices": ("trapezoid", "left-riemann", "exact")}
     )
     """Line-integral rule: trapezoid (eq. 13), left-riemann (public script), exact (g(x')-g(x))."""
-    kappa: int = 5
-    """Number of quadrature intervals on each segment."""
-    alpha: float = 1.0
-    """Weight of the value regularizer (eq. 14); 0 is the paper's no-regularizer ablation."""
+    kappa: int = field(default=5, metadata={"range": (1, 1000)})
+    """Number of quadrature intervals on each segment (its memory grows with it: at most 1000)."""
+    alpha: float = field(default=1.0, metadata={"range": (0.0, 1e6)})
+    """Weight of the value regularizer (eq. 14); 0 is the paper's no-regularizer ablation (a
+    negative weight would reward a surrogate for missing the values)."""
 
 
 @dataclass(frozen=True)
