@@ -125,3 +125,15 @@ def test_optimize_prints_and_records_the_choice(tmp_path, capsys):
     assert set(meta["protocol"]) == {"matchopt-ens-mix", "cma-es", "ens-mean-small"}
     for name, value in meta["protocol"].items():
         assert f"{name} {value:.3f}" in line
+
+
+def test_members_that_predict_alike_judge_once(fitted, potts):
+    twin = AutoChoice(fitted.config_, seed=0)
+    same = fitted.members_["cma-es"]
+    twin.members_ = {
+        "cma-es": same,
+        "ens-mean-small": same,
+        "matchopt-ens-mix": fitted.members_["matchopt-ens-mix"],
+    }
+    twin._fit_judge(potts)
+    assert twin.judges_ == ["cma-es", "matchopt-ens-mix"]

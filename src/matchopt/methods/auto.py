@@ -16,11 +16,12 @@ bottom:
    the best score, the rows below it) and proposes ``judged_designs`` designs.
 3. **Full fits**: every member is fitted on all rows. Members with the same Gaussian-ensemble
    training fields share one ensemble (CMA-ES and Ens-Mean-Small do).
-4. **Judge**: every full-data member's surrogate, its predictions standardized by the table's
-   scores; a design's judge score is their mean minus ``pessimism`` times their spread (far
-   designs, where the surrogates disagree, score low). Token designs holding a pair of
-   neighbouring tokens that no row above the minimum holds score the table's minimum (the
-   feasibility prior of ``matchopt-ens``'s ``support="pairs"``).
+4. **Judge**: every distinct full-data surrogate (members sharing one ensemble count once), its
+   predictions standardized by the table's scores; a design's judge score is their mean minus
+   ``pessimism`` times their spread (far designs, where the surrogates disagree, score low).
+   Token designs holding a pair of neighbouring tokens that no row above the minimum holds
+   score the table's minimum (the feasibility prior of ``matchopt-ens``'s
+   ``support="pairs"``).
 5. **Choice**: the member whose pseudo-offline designs have the highest mean judge score (ties:
    pool order). It saw none of the best rows; the judge saw all of them: a member that
    extrapolates toward them scores high.
@@ -164,10 +165,20 @@ class AutoChoice(Method):
         return lower if len(lower) >= fewest else None
 
     def _fit_judge(self, data: OfflineData) -> None:
-        """Standardization of the surrogates' predictions and the token-pair prior."""
+        """The judges (one per distinct surrogate: members that share one ensemble and predict
+        alike, as CMA-ES and Ens-Mean-Small, count once), the standardization of their
+        predictions and the token-pair prior."""
         y = np.asarray(data.y, dtype=np.float64)
         self.judge_mean_ = float(y.mean())
         self.judge_std_ = float(y.std()) or 1.0
+        rows = data.x[:256]
+        kept: list[np.ndarray] = []
+        self.judges_ = []
+        for name, member in self.members_.items():
+            predicted = np.asarray(member.predict(rows), dtype=np.float64)
+            if not any(np.array_equal(predicted, other) for other in kept):
+                kept.append(predicted)
+                self.judges_.append(name)
         self.pairs_seen_ = None
         if data.space.is_discrete:
             good = data.x[y > y.min()] if (y > y.min()).any() else data.x
@@ -184,9 +195,12 @@ class AutoChoice(Method):
         designs = self.data_.space.validate(designs)
         predictions = np.stack(
             [
-                (np.asarray(m.predict(designs), dtype=np.float64) - self.judge_mean_)
+                (
+                    np.asarray(self.members_[name].predict(designs), dtype=np.float64)
+                    - self.judge_mean_
+                )
                 / self.judge_std_
-                for m in self.members_.values()
+                for name in self.judges_
             ]
         )
         score = predictions.mean(0) - self.config_.pessimism * predictions.std(0)
@@ -269,6 +283,9 @@ class AutoChoice(Method):
         if not all(isinstance(m, Method) for m in members.values()):
             raise MatchoptError("members_ holds something that is not a method")
         check_str(self, "choice_", choices=tuple(members))
+        judges = check_type(self, "judges_", list)
+        if not judges or not all(isinstance(j, str) and j in members for j in judges):
+            raise MatchoptError(f"judges_ {judges!r} are not members")
         for name in ("protocol_", "left_out_"):
             check_type(self, name, dict)
         if not all(is_number(v) for v in self.protocol_.values()):
@@ -289,5 +306,6 @@ class AutoChoice(Method):
             "choice": self.choice_,
             "protocol": dict(self.protocol_),
             "left_out": dict(self.left_out_),
+            "judges": list(self.judges_),
             "judge": dataclasses.asdict(self.config_),
         }

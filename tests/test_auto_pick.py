@@ -1,0 +1,32 @@
+"""benchmarks/auto_pick.py: the protocol's pick against each seed's leading pool member."""
+
+import importlib.util
+from pathlib import Path
+
+from matchopt.records import RunRecord, write_record
+
+SCRIPT = Path(__file__).parents[1] / "benchmarks" / "auto_pick.py"
+
+
+def record(task, method, seed, p100, p50, fit=None):
+    return RunRecord(
+        task, method, seed, "paper", {}, [p100, p50], p100, p50, 0.5, 1.0, 1.0, "test", 2,
+        extra={"fit": fit} if fit else {},
+    )  # fmt: skip
+
+
+def test_picks_are_matched_against_the_leading_member(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("auto_pick", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    protocol = {"a": 0.1, "b": 0.3}
+    for seed, pick in ((0, "b"), (1, "a")):
+        write_record(
+            tmp_path, record("t", "auto", seed, 0.9, 0.8, {"choice": pick, "protocol": protocol})
+        )
+        write_record(tmp_path / "x", record("t", "a", seed, 0.9, 0.5))
+        write_record(tmp_path / "y", record("t", "b", seed, 0.8, 0.8))
+    assert module.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| t | 0 | b (leader) | b |" in out and "| t | 1 | a | b |" in out
+    assert "the pick is the leader in 1 of 2 (task, seed) pairs" in out
