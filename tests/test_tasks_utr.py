@@ -90,12 +90,12 @@ def test_a_changed_weights_file_is_refused(tmp_path):
 def test_the_recipe_is_deterministic_for_its_seed():
     rng = np.random.default_rng(0)
     x = rng.integers(0, 4, size=(300, 50))
-    y = x[:, :10].sum(axis=1) + rng.normal(size=300)
-    recipe = OracleRecipe(filters=8, dense=4, epochs=2, batch_size=64)
+    y = (x[:, :10] == 0).sum(axis=1) + 0.3 * rng.normal(size=300)
+    recipe = OracleRecipe(filters=16, dense=8, epochs=5, batch_size=32, dropout=0.0)
     first = train_network(x, y, recipe, progress=False)
     second = train_network(x, y, recipe, progress=False)
     np.testing.assert_array_equal(
         predict(first[0], x, first[1], first[2]), predict(second[0], x, second[1], second[2])
     )
     fitted = predict(first[0], x, first[1], first[2])
-    assert np.corrcoef(fitted, y)[0, 1] > 0.3
+    assert np.corrcoef(fitted, y)[0, 1] > 0.6
