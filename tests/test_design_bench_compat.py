@@ -92,7 +92,7 @@ def test_continuous_tasks_and_names():
     with pytest.raises(MatchoptError, match="TFBind8-Exact-v0"):
         design_bench.make("Nope-v0")
     assert set(design_bench.TASK_NAMES.values()) == {
-        "tfbind8", "tfbind10", "superconductor", "ant", "dkitty", "hopper"
+        "tfbind8", "tfbind10", "superconductor", "ant", "dkitty", "hopper", "utr"
     }  # fmt: skip
 
 

@@ -99,3 +99,12 @@ def test_the_recipe_is_deterministic_for_its_seed():
     )
     fitted = predict(first[0], x, first[1], first[2])
     assert np.corrcoef(fitted, y)[0, 1] > 0.6
+
+
+def test_design_benchs_name_makes_the_task(data_dir, monkeypatch):
+    from matchopt import design_bench
+
+    monkeypatch.setenv("MATCHOPT_DATA_DIR", str(data_dir))
+    task = design_bench.make("UTR-ResNet-v0")
+    assert task.x.shape == (10_000, 50) and task.num_classes == 4
+    assert float(task.y.max()) <= 7.2  # the lower half of loads up to 12

@@ -231,7 +231,7 @@ ADDED_FIELDS: dict[str, Any] = {
     "search_lr_scale": 1.0,
     "micro_batch": None,
     "runs_at_once": None,
-    # MATCH-OPT's validation (issue 10): no held-out rows, the last epoch, as published.
+    # MATCH-OPT's validation: no held-out rows, the last epoch, as published.
     "validation_fraction": 0.0,
     "validation_split": "random",
     "validation_every": 1,

@@ -45,13 +45,13 @@ METHODS: dict[str, MethodEntry] = {
     "matchopt-ens-l2": MethodEntry(
         MatchOptEnsemble,
         "MATCH-OPT ensemble whose search paths also stay within Euclidean distance 4 of their "
-        "starts (development suite, round 3)",
+        "starts",
         {"trust_radius_l2": 4.0},
     ),
     "matchopt-ens-mix": MethodEntry(
         MatchOptEnsemble,
         "matchopt-ens-l2 with 16 of the designs from a bolder search (pessimism 0, no "
-        "per-feature radius; development suite, round 4)",
+        "per-feature radius)",
         {"trust_radius_l2": 4.0, "bold_designs": 16},
     ),
     "coms": MethodEntry(Coms, "COMs: conservative objective model + gradient ascent"),
@@ -92,10 +92,9 @@ METHODS: dict[str, MethodEntry] = {
     "bonet": MethodEntry(BONET, "BONET: transformer rolled out on sorted trajectories at low RTG"),
 }
 
-# Chosen on the development suite by the criteria written in docs/suite.md before the comparisons
-# ran (round 2 froze matchopt-ens, mean MNR 0.337 against matchopt-ens-rank's 0.365; round 3
-# replaced it by matchopt-ens-l2, 0.272 against 0.318; round 4 by matchopt-ens-mix, 0.244 against
-# 0.294); changed only by a new round of that comparison, never by a test-task score.
+# Chosen on the development suite by the criteria written in docs/suite.md before the
+# comparisons ran (the record of every round is there); changed only by a new comparison,
+# never by a test-task score.
 RECOMMENDED_METHOD = "matchopt-ens-mix"
 
 

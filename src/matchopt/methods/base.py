@@ -195,7 +195,7 @@ class Method(ABC):
         """Fit ``methods`` (this class, one config and device, distinct seeds) on ``data``.
 
         Where the method ``batches_seeds``, all seeds train at once as one batched network (a
-        GPU then launches one step for all: issue 28), each seed with its own random draws, so
+        GPU then launches one step for all), each seed with its own random draws, so
         that each ends as its own :meth:`fit` would, up to float round-off; training snapshots
         go to the first method's snapshot file (:meth:`resume_from`), one for the batch. Other
         methods fit one seed after the other. Returns the methods, fitted.

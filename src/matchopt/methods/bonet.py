@@ -51,7 +51,7 @@ Deviations from the authors' code:
 * the layers are those of ``torch.nn.TransformerEncoderLayer`` (pre-LayerNorm, GELU,
   feed-forward 4 x 128; dropout also inside the feed-forward block) instead of minGPT's blocks,
   written out with the seed dimension first (:class:`CausalBlock`): seeds then train as one
-  batch (:meth:`Method.fit_seeds`, issue 28), each seed's initial weights and dropout masks
+  batch (:meth:`Method.fit_seeds`), each seed's initial weights and dropout masks
   drawn from its own generators, so that a batched seed trains as its run alone.
 * the trajectory-level position ("timestep") embedding is indexed by the first step of the
   window both in training and in rollouts; the authors' rollout indexes it by the current step,
@@ -313,7 +313,7 @@ class TrajectoryTransformer(nn.Module):
 
     It holds the transformers of S seeds (every parameter with the seed dimension first; a
     single run is S = 1), each initialized from its own seed, so that a batch of seeds trains
-    in one pass per step and seed k's slice trains as seed k alone (issue 28).
+    in one pass per step and seed k's slice trains as seed k alone.
 
     Args:
         in_features: width of a design's feature vector.

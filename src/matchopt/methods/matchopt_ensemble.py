@@ -29,7 +29,7 @@ top to bottom:
    way among designs not taken yet; the cautious search gives the others.
 
 Nothing here reads an oracle. The search defaults were chosen on the development suite
-(docs/suite.md, round 1).
+(docs/suite.md: the search settings).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """MATCH-OPT ensemble hyperparameters (training fields as MATCH-OPT's paper config).
 
     The search defaults (``pessimism``, ``search_step``, ``n_starts``, ``trust_radius``,
-    ``support``) are frozen from round 1 of docs/suite.md (``matchopt study search-settings``
-    on the development suite, results/study-search-settings-dev); they were chosen there by a
-    criterion written before the study ran.
+    ``support``) are frozen from the search-settings study of docs/suite.md (``matchopt study
+    search-settings`` on the development suite, results/study-search-settings-dev); they were
+    chosen there by a criterion written before the study ran.
     """
 
     n_models: int = 5

@@ -146,7 +146,7 @@ def fit_gaussian(
     and gradients up to summation order, for 1.15-1.44x less work
     (``benchmarks/speedups.py``). Batches are drawn over all rows as before, so the batch order
     and the number of optimizer steps are unchanged. Only on the CPU: on a GPU, finding those rows
-    (a boolean mask) would make the host wait for the device at every step (issue 28), so they
+    (a boolean mask) would make the host wait for the device at every step, so they
     stay in the batch with weight 0.
     """
     optimizer = adam(model.parameters(), lr=lr)
@@ -609,7 +609,7 @@ class GaussianEnsemble(nn.Module):
     ) -> tuple[list[GaussianEnsemble], list[list[float]]]:
         """One ensemble per seed, each as :meth:`trained` gives it up to float rounding, all
         trained at once: the members of every seed in lockstep as one batched network
-        (:func:`fit_grouped`; issue 28: one GPU step for all seeds). Each seed keeps its own
+        (:func:`fit_grouped`: one GPU step for all seeds). Each seed keeps its own
         initialization, bootstrap and batch orders (from its own generators, as its
         :meth:`fit`). Returns the frozen ensembles and each member's epoch losses (seed-major).
         """

@@ -1,6 +1,6 @@
 """Several seeds of one network as one: parameters stacked on a leading seed dimension.
 
-Small networks on a GPU spend their time launching kernels, not computing (issue 28): four
+Small networks on a GPU spend their time launching kernels, not computing: four
 seeds trained one after the other launch four times the kernels of one. :class:`SeedStack`
 holds S copies of an architecture (one per seed, each initialized as its seed's run alone
 initializes it) as stacked parameters and calls them all in one pass

@@ -1,4 +1,4 @@
-"""Which offline checkpoint-selection rule finds MATCH-OPT's good surrogates? (issue 10)
+"""Which offline checkpoint-selection rule finds MATCH-OPT's good surrogates?
 
 Run as published, MATCH-OPT trains 200 epochs and searches once at the end; on TF-Bind-8 the
 surrogates after 40-100 epochs give better designs than the last one. Choosing the epoch by

@@ -1,4 +1,4 @@
-"""How far should MATCH-OPT's search move the designs? (issue 10, item 5)
+"""How far should MATCH-OPT's search move the designs?
 
 With the paper's search (150 Adam steps of 0.01 on z-scored logits), about half of the designs
 of the ``validated`` preset on TF-Bind-8 keep every token of their starting row: the median
