@@ -85,3 +85,24 @@ def test_an_output_replacing_a_link_to_a_setuid_file_gets_ordinary_bits(tmp_path
     mode = out.lstat().st_mode
     assert stat.S_ISREG(mode) and not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX)
     assert target.read_text() == "#!/bin/sh\n" and target.stat().st_mode & stat.S_ISUID
+
+
+def test_optimize_never_overwrites_a_default_output_it_was_not_told_to(
+    tmp_path, monkeypatch, capsys
+):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame(rng.uniform(size=(60, 2)), columns=["a", "b"]).assign(
+        y=rng.normal(size=60)
+    )
+    table.to_csv(tmp_path / "t.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "proposals.csv").write_text("mine\n")
+    args = ["optimize", "t.csv", "--target", "y", "--method", "random", "--n", "4"]
+    assert cli.main(args) == 2
+    assert "proposals.csv exists" in capsys.readouterr().err
+    assert (tmp_path / "proposals.csv").read_text() == "mine\n"
+    assert cli.main([*args, "--out", "proposals.csv"]) == 0  # named: replaced
+    assert (tmp_path / "proposals.csv").read_text() != "mine\n"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from pathlib import Path
 
@@ -66,6 +67,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise MatchoptError(message)
+
+
+#: The output of ``optimize`` and ``propose`` when ``--out`` is not given.
+DEFAULT_OUT = "proposals.csv"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -700,7 +705,11 @@ def add_table_parsers(sub: argparse._SubParsersAction) -> None:
         metavar="K",
         help="top-up pool of K x n candidates when the method's designs repeat rows (default 4)",
     )
-    p_opt.add_argument("--out", default="proposals.csv", help="CSV or Parquet output file")
+    p_opt.add_argument(
+        "--out",
+        default=None,
+        help=f"CSV or Parquet output file (default {DEFAULT_OUT}, only if no such file exists)",
+    )
     p_opt.add_argument("--save-model", default=None, metavar="PATH", help="save the fitted model")
     p_opt.add_argument(
         "--min-distance",
@@ -722,8 +731,25 @@ def add_table_parsers(sub: argparse._SubParsersAction) -> None:
     p_prop = sub.add_parser("propose", help="propose new rows with a model saved by optimize")
     p_prop.add_argument("--model", required=True, help="file written by optimize --save-model")
     p_prop.add_argument("--n", type=int, default=128, help="proposals to write (default 128)")
-    p_prop.add_argument("--out", default="proposals.csv", help="CSV or Parquet output file")
+    p_prop.add_argument(
+        "--out",
+        default=None,
+        help=f"CSV or Parquet output file (default {DEFAULT_OUT}, only if no such file exists)",
+    )
     add_threads_option(p_prop)
+
+
+def output_path(given: str | None) -> str:
+    """``--out``, or :data:`DEFAULT_OUT` where no file of that name exists: a file the user did
+    not name is never overwritten."""
+    if given is not None:
+        return given
+    if os.path.lexists(DEFAULT_OUT):
+        raise MatchoptError(
+            f"{DEFAULT_OUT} exists (the default output); name it with --out to replace it, or "
+            "name another file"
+        )
+    return DEFAULT_OUT
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
@@ -737,7 +763,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     from matchopt.tabular.optimizer import resolve_preset
 
     # Every cheap check comes before the (possibly long) fit.
-    out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES, inputs=[args.data])
+    out = check_output_path(output_path(args.out), "--out", OUTPUT_SUFFIXES, inputs=[args.data])
     model_path = (
         check_output_path(args.save_model, "--save-model", inputs=[args.data])
         if args.save_model
@@ -801,7 +827,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 def cmd_propose(args: argparse.Namespace) -> int:
     from matchopt.tabular import OUTPUT_SUFFIXES, TableOptimizer, check_output_path
 
-    out = check_output_path(args.out, "--out", OUTPUT_SUFFIXES, inputs=[args.model])
+    out = check_output_path(output_path(args.out), "--out", OUTPUT_SUFFIXES, inputs=[args.model])
     _check_count(args.n)
     optimizer = TableOptimizer.load(args.model)
     if args.threads is not None:
