@@ -57,3 +57,30 @@ def test_tokens_outside_the_vocabulary_are_named():
         tokens_to_logits(np.array([[4]]), 4)
     with pytest.raises(MatchoptError, match="tokens must be integers"):
         tokens_to_logits(np.array([[0.0]]), 4)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-160, 1e300])
+def test_scores_near_the_float64_limits_are_standardized_as_ordinary_ones(scale):
+    from matchopt.encodings import Standardizer
+
+    y = np.random.default_rng(0).normal(size=50)
+    plain, scaled = Standardizer.fit(y), Standardizer.fit(y * scale)
+    np.testing.assert_allclose(scaled.std / scale, plain.std, rtol=1e-12)
+    np.testing.assert_allclose(scaled.transform(y * scale), plain.transform(y), atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::matchopt.tabular.ProposalWarning")
+def test_a_table_of_tiny_targets_gets_the_designs_of_the_same_table_unscaled():
+    import pandas as pd
+
+    from matchopt.tabular import TableOptimizer
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, size=(120, 3))
+    table = pd.DataFrame(x, columns=["a", "b", "c"]).assign(y=-((x - 0.3) ** 2).sum(axis=1))
+    tiny = table.assign(y=table.y * 1e-300)
+    kwargs = dict(target="y", method="ga", preset="quick", seed=0)
+    plain = TableOptimizer(**kwargs).fit(table).propose(4)
+    small = TableOptimizer(**kwargs).fit(tiny).propose(4)
+    np.testing.assert_array_equal(small[["a", "b", "c"]], plain[["a", "b", "c"]])
+    np.testing.assert_allclose(small.predicted_y / 1e-300, plain.predicted_y, rtol=1e-9)

@@ -56,11 +56,15 @@ class Standardizer:
     @classmethod
     def fit(cls, values: np.ndarray) -> Standardizer:
         values = np.asarray(values, dtype=np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             mean, std = values.mean(axis=0), values.std(axis=0)
-        if not (np.isfinite(mean).all() and np.isfinite(std).all()):
-            # Magnitudes near the float64 limit (e.g. 1e300) overflow the squares: compute the
-            # moments of values / max|values| and scale back (ordinary data never comes here).
+            spread = np.ptp(values, axis=0) if len(values) else np.zeros_like(mean)
+        if not (np.isfinite(mean).all() and np.isfinite(std).all()) or np.any(
+            (std < 1e-150) & (spread > 0)
+        ):
+            # Magnitudes near the float64 limits (e.g. 1e300 or 1e-300) overflow or underflow
+            # the squares: compute the moments of values / max|values| and scale back (ordinary
+            # data never comes here, so their statistics stay bit for bit).
             scale = np.max(np.abs(values), axis=0)
             scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
             mean, std = (values / scale).mean(axis=0) * scale, (values / scale).std(axis=0) * scale
