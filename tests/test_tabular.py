@@ -927,3 +927,25 @@ def test_a_model_file_that_fails_to_propose_is_one_error_line_naming_it(
     code, out, err = run_cli(capsys, "propose", "--model", path, "--out", tmp_path / "p.csv")
     assert_one_line_error(code, err, str(path), "fails to propose", "RuntimeError: mat1")
     assert not (tmp_path / "p.csv").exists() and out == ""
+
+
+def test_unsigned_64_bit_counts_near_the_limit_come_back_as_such(tmp_path):
+    pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, size=(80, 2))
+    table = pd.DataFrame(x, columns=["a", "b"]).assign(y=-(x**2).sum(axis=1))
+    table["u"] = np.uint64(2**64 - 1) - rng.integers(0, 1000, size=80).astype(np.uint64)
+    proposals = TableOptimizer(target="y", method="random", seed=0).fit(table).propose(8)
+    assert proposals["u"].dtype == np.uint64
+    assert (proposals["u"] >= np.uint64(2**64 - 2**13)).all()
+    # Distances to the measured rows keep the other columns' differences.
+    assert (proposals["nearest_euclidean"] > 0).all()
+
+
+def test_whole_numbers_use_the_integer_type_that_holds_them():
+    from matchopt.tabular.schema import whole_numbers
+
+    assert whole_numbers(np.array([-3.0, 2.0**62])).dtype == np.int64
+    big = whole_numbers(np.array([0.0, 2.0**64]))
+    assert big.dtype == np.uint64 and big[1] == np.uint64(2**64 - 2**11)
+    assert whole_numbers(np.array([-1.0, 2.0**64])).dtype == np.float64

@@ -143,6 +143,8 @@ def scaled_distances(a: np.ndarray, b: np.ndarray, widths: np.ndarray) -> np.nda
     of ``a`` (n x k) and of ``b`` (m x k): an (n x m) matrix. Two designs closer than a small
     value of it (``min_distance``) are one design to a lab."""
     a, b = np.asarray(a, np.float64) / widths, np.asarray(b, np.float64) / widths
+    center = b.mean(0) if len(b) else 0.0  # columns far from zero lose the differences otherwise
+    a, b = a - center, b - center
     squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
     return np.sqrt(np.maximum(squared, 0.0) / a.shape[1])
 

@@ -482,7 +482,7 @@ class TableSchema:
                 out[column.name] = pd.Series(list(column.categories)).take(codes).to_numpy()
             elif column.integer:
                 low, high = math.ceil(column.low), math.floor(column.high)
-                out[column.name] = np.clip(np.round(block[:, 0]), low, high).astype(np.int64)
+                out[column.name] = whole_numbers(np.clip(np.round(block[:, 0]), low, high))
             else:
                 # float32 is the precision methods search in: write its shortest decimal form.
                 short = np.array([float(str(v)) for v in block[:, 0].astype(np.float32)])
@@ -536,6 +536,10 @@ class TableSchema:
             return out
         w = self.distance_weights()
         a, b = designs.astype(np.float64) * w, reference.astype(np.float64) * w
+        # Centred on the reference rows: the expansion below loses the differences to round-off
+        # when the columns sit far from zero (counts near 2**64).
+        center = b.mean(0) if len(b) else 0.0
+        a, b = a - center, b - center
         b_sq = (b * b).sum(1)
         for i in range(0, len(a), chunk):
             part = a[i : i + chunk]
@@ -796,6 +800,21 @@ def parse_bounds(items: Iterable[str]) -> dict[str, tuple[float, float]]:
             except ValueError:
                 raise MatchoptError(f"--bounds {part!r}: expected COLUMN=LOW:HIGH") from None
     return out
+
+
+def whole_numbers(values: np.ndarray) -> np.ndarray:
+    """Rounded floats as integers: int64 where they fit, uint64 for non-negative values up to
+    2**64 (a column of unsigned 64-bit counts), else the floats themselves. Floats at 2**63 or
+    2**64 (what the largest integers of those types round to) stay below the type's limit."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) == 0:
+        return values.astype(np.int64)
+    low, high = float(values.min()), float(values.max())
+    if low >= -(2.0**63) and high < 2.0**63:
+        return values.astype(np.int64)
+    if low >= 0 and high <= 2.0**64:
+        return np.minimum(values, np.nextafter(2.0**64, 0)).astype(np.uint64)
+    return values
 
 
 def _width(column: NumericColumn | CategoricalColumn) -> int:
