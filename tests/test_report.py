@@ -632,3 +632,29 @@ def test_figures_onto_a_full_disk_are_one_error_naming_the_file(
     )
     assert main(["report", str(results), "--plots", str(plots)]) == 2
     assert capsys.readouterr().err.splitlines() == [f"matchopt: error: {caught.value}"]
+
+
+@pytest.mark.parametrize(
+    "field, value, words",
+    [
+        ("fit_seconds", 1e300, "fit_seconds"),
+        ("search_seconds", -1.0, "search_seconds"),
+        ("p100", -8e120, "p100"),
+        ("scores", [1e30, 0.5], "score 0"),
+    ],
+)
+def test_records_holding_values_no_run_could_write_are_refused(tmp_path, field, value, words):
+    import json
+
+    from matchopt.records import read_record
+
+    record = {
+        "task": "potts", "method": "random", "seed": 0, "preset": "paper", "config": {},
+        "scores": [0.5, 0.4], "p100": 0.5, "p50": 0.4, "offline_best": 0.6,
+        "fit_seconds": 1.0, "search_seconds": 1.0, "version": "x", "n_designs": 2, "extra": {},
+    }  # fmt: skip
+    record[field] = value
+    path = tmp_path / "seed0.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(MatchoptError, match=words):
+        read_record(path)

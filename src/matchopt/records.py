@@ -133,6 +133,12 @@ def _shown(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: Longest fit or search a record may report: a year.
+MAX_SECONDS = 3.2e7
+#: Largest normalized score (in absolute value) a record may hold.
+SCORE_LIMIT = 1e12
+
+
 def _record_problem(record: RunRecord) -> str | None:
     """What is wrong with a record's fields (every field a report or a grid reads), or None."""
     if not isinstance(record.task, str) or not isinstance(record.method, str):
@@ -151,6 +157,9 @@ def _record_problem(record: RunRecord) -> str | None:
     bad = next((i for i, s in enumerate(record.scores) if not is_finite_number(s)), None)
     if bad is not None:
         return f"scores must all be finite numbers: score {bad} is {_shown(record.scores[bad])}"
+    bad = next((i for i, s in enumerate(record.scores) if abs(s) > SCORE_LIMIT), None)
+    if bad is not None:
+        return f"score {bad} is {record.scores[bad]!r}, beyond +-{SCORE_LIMIT:g}"
     for name in ("p100", "p50", "offline_best", "fit_seconds", "search_seconds"):
         value = getattr(record, name)
         if not is_number(value):
@@ -158,8 +167,13 @@ def _record_problem(record: RunRecord) -> str | None:
         if not is_finite_number(value):
             return f"{name} {_shown(value)} is not a finite number"
     for name in ("fit_seconds", "search_seconds"):
-        if getattr(record, name) < 0:
-            return f"{name} {getattr(record, name)!r} is negative"
+        if not 0 <= getattr(record, name) <= MAX_SECONDS:
+            return f"{name} {getattr(record, name)!r} is not in [0, {MAX_SECONDS:g}] seconds"
+    # Normalized scores: a task's full data span [0, 1], and designs far beyond the data can
+    # reach thousands (an unbounded search); beyond SCORE_LIMIT no run has a meaning.
+    for name in ("p100", "p50", "offline_best"):
+        if abs(getattr(record, name)) > SCORE_LIMIT:
+            return f"{name} {getattr(record, name)!r} is beyond +-{SCORE_LIMIT:g}"
     n_designs = record.n_designs
     if not isinstance(n_designs, int) or isinstance(n_designs, bool) or n_designs < 0:
         return f"n_designs {_shown(n_designs)} is not a count (an integer >= 0)"
