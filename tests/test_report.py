@@ -658,3 +658,12 @@ def test_records_holding_values_no_run_could_write_are_refused(tmp_path, field, 
     path.write_text(json.dumps(record))
     with pytest.raises(MatchoptError, match=words):
         read_record(path)
+
+
+def test_a_record_of_deeply_nested_brackets_is_one_error(tmp_path):
+    from matchopt.records import read_record
+
+    path = tmp_path / "seed0.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(MatchoptError, match="not a readable run record"):
+        read_record(path)

@@ -104,7 +104,7 @@ def read_record(path: str | Path) -> RunRecord:
     path = Path(path)
     try:
         record = RunRecord.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError) as err:  # JSON and UTF-8 errors are ValueErrors
+    except (OSError, ValueError, TypeError, RecursionError) as err:  # JSON, UTF-8: ValueErrors
         raise MatchoptError(f"{path}: not a readable run record ({err})") from None
     problem = _record_problem(record)
     if problem:

@@ -612,7 +612,7 @@ def _error_line(path: Path) -> str:
     the file is unreadable, not a JSON object or has no error message."""
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # JSON and UTF-8 errors are ValueErrors
+    except (OSError, ValueError, RecursionError):  # JSON and UTF-8 errors are ValueErrors
         return "error file unreadable or not JSON"
     if not isinstance(payload, dict):
         return "error file is not a JSON object"

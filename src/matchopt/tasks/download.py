@@ -188,7 +188,7 @@ def read_manifest(folder: Path) -> dict[str, dict[str, str]]:
         files = content["files"]
         if not isinstance(files, dict):
             raise TypeError("files is not a mapping")
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
         raise MatchoptError(
             f"{path}: not a matchopt digest list ({err}); delete it to fetch the files again"
         ) from None

@@ -462,9 +462,9 @@ class HopperLocal(_HopperTask):
             return False
         try:
             stored = json.loads(settings.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return False
-        return stored.get("settings") == cls._settings(config)
+        return isinstance(stored, dict) and stored.get("settings") == cls._settings(config)
 
     def _load(self):
         folder = self.data_dir

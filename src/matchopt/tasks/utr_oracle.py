@@ -190,7 +190,7 @@ class UTROracle:
         try:
             self.header = json.loads(header_path.read_text())
             raw = weights_path.read_bytes()
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             raise MatchoptError(f"cannot read the UTR oracle in {base}: {err}") from None
         if not isinstance(self.header, dict):
             raise MatchoptError(f"{header_path}: expected a JSON object")
