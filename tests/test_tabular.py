@@ -949,3 +949,16 @@ def test_whole_numbers_use_the_integer_type_that_holds_them():
     big = whole_numbers(np.array([0.0, 2.0**64]))
     assert big.dtype == np.uint64 and big[1] == np.uint64(2**64 - 2**11)
     assert whole_numbers(np.array([-1.0, 2.0**64])).dtype == np.float64
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo"])
+def test_a_table_path_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    from matchopt.tabular import read_table
+
+    path = tmp_path / "data.csv"
+    if kind == "device":
+        path.symlink_to("/dev/zero")
+    else:
+        os.mkfifo(path)
+    with pytest.raises(MatchoptError, match="not a regular file"):
+        read_table(path)

@@ -70,6 +70,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise MatchoptError(f"{path}: no such file")
     if path.is_dir():
         raise MatchoptError(f"{path}: is a folder, not a data file")
+    if not path.is_file():  # a device (/dev/zero) or a FIFO would be read forever or block
+        raise MatchoptError(f"{path}: not a regular file (a device, pipe or socket)")
     suffix = path.suffix.lower()
     if suffix in CSV_SUFFIXES:
         return _read_csv(path)
