@@ -106,3 +106,36 @@ def test_optimize_never_overwrites_a_default_output_it_was_not_told_to(
     assert (tmp_path / "proposals.csv").read_text() == "mine\n"
     assert cli.main([*args, "--out", "proposals.csv"]) == 0  # named: replaced
     assert (tmp_path / "proposals.csv").read_text() != "mine\n"
+
+
+def test_stdout_on_a_full_device_is_one_error_line():
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "matchopt.cli", "methods"],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["matchopt: error: No space left on device"]
+
+
+def test_names_an_ascii_terminal_cannot_show_are_escaped(tmp_path):
+    import subprocess
+    import sys
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    table = pd.DataFrame(rng.uniform(size=(40, 2)), columns=["température", "b"])
+    table.assign(y=rng.normal(size=40)).to_csv(tmp_path / "t.csv", index=False)
+    args = ["optimize", "t.csv", "--target", "y", "--method", "random", "--n", "3"]
+    result = subprocess.run(
+        [sys.executable, "-m", "matchopt.cli", *args, "--out", "p.csv"], cwd=tmp_path,
+        capture_output=True,
+        env={**os.environ, "PYTHONIOENCODING": "ascii"}, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert b"temp\\xe9rature" in result.stdout + result.stderr

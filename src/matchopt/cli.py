@@ -937,24 +937,53 @@ def _as_option(err: ConfigError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        # A terminal or pipe that cannot encode a name (PYTHONIOENCODING=ascii) shows escapes.
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         args = build_parser().parse_args(argv)
         if hasattr(args, "threads") and args.command != "bench":
             set_threads(None if args.threads is None else check_threads(args.threads))
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a full disk behind stdout shows here, not at exit
+        return code
     except ConfigError as err:
-        print(f"matchopt: error: {printable(_as_option(err))}", file=sys.stderr)
-        return 2
+        return _error(_as_option(err))
     except MatchoptError as err:
         # One line, whatever names or text from files the message quotes.
-        print(f"matchopt: error: {printable(err)}", file=sys.stderr)
-        return 2
+        return _error(err)
     except BrokenPipeError:  # e.g. `matchopt methods | head`
         return 0
+    except OSError as err:  # a full disk, a file size limit, stdout on /dev/full
+        where = f" ({err.filename})" if err.filename else ""
+        return _error(f"{err.strerror or err}{where}")
     except KeyboardInterrupt:
         command = sys.argv[1] if argv is None and len(sys.argv) > 1 else (argv or [""])[0]
         print(f"matchopt: interrupted{INTERRUPTED.get(command, '')}", file=sys.stderr)
         return 130
+
+
+def _error(message: object) -> int:
+    """Print one error line (if stderr can take it) and return the exit status 2."""
+    try:
+        print(f"matchopt: error: {printable(message)}", file=sys.stderr)
+        sys.stderr.flush()
+    except OSError:
+        pass
+    _drop_unwritable_stdout()
+    return 2
+
+
+def _drop_unwritable_stdout() -> None:
+    """Discard what a full stdout still buffers, so that the exit does not fail again."""
+    try:
+        sys.stdout.flush()
+    except OSError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the interpreter's exit)
+        except OSError:
+            pass
 
 
 if __name__ == "__main__":
