@@ -139,3 +139,23 @@ def test_names_an_ascii_terminal_cannot_show_are_escaped(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert b"temp\\xe9rature" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("kind", ["file", "link"])
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_a_snapshot_folder_that_is_a_file_or_a_link_is_one_error(tmp_path, capsys, kind, command):
+    out = tmp_path / "S"
+    out.mkdir()
+    if kind == "file":
+        (out / ".snapshots").write_text("")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        (out / ".snapshots").symlink_to(tmp_path / "elsewhere")
+    if command == "run":
+        code = run_into(out)
+    else:
+        args = ["bench", "--tasks", "styblinski-tang", "--methods", "random", "--seeds", "0"]
+        code = cli.main([*args, "--preset", "quick", "--out", str(out)])
+    assert code == 2
+    assert ".snapshots is " in capsys.readouterr().err
+    assert not any((tmp_path / "elsewhere").iterdir()) if kind == "link" else True

@@ -30,7 +30,13 @@ from pathlib import Path
 from matchopt._version import __version__
 from matchopt.bench import Grid, run_grid
 from matchopt.bench.cells import Cell, run_cell, save_record
-from matchopt.bench.grid import BACKENDS, LOCK_FILE, finished_record, first_repeated
+from matchopt.bench.grid import (
+    BACKENDS,
+    LOCK_FILE,
+    check_results_folder,
+    finished_record,
+    first_repeated,
+)
 from matchopt.checkpoints import save_on_interrupt
 from matchopt.errors import ConfigError, MatchoptError, printable
 from matchopt.io import FileLocked, check_output_folder, file_lock
@@ -315,6 +321,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     resolve_device(args.device)
     created = not Path(args.out).exists()
     out = check_output_folder(args.out, "--out")
+    check_results_folder(out)
     try:
         return _run_cells(args, seeds, overrides, out)
     except BaseException:

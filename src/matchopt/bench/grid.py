@@ -283,6 +283,17 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
+def check_results_folder(out: str | os.PathLike) -> Path:
+    """:func:`~matchopt.io.check_output_folder`, and its snapshot folder, where present, is a
+    folder and not a link (matchopt follows no link into a place it did not create)."""
+    out = check_output_folder(out, "results folder")
+    snapshots = out / SNAPSHOT_FOLDER
+    if snapshots.is_symlink() or (os.path.lexists(snapshots) and not snapshots.is_dir()):
+        kind = "a link" if snapshots.is_symlink() else "not a folder"
+        raise MatchoptError(f"{snapshots} is {kind}; remove it (matchopt keeps snapshots there)")
+    return out
+
+
 def run_grid(
     grid: Grid,
     out: str | os.PathLike,
@@ -320,7 +331,7 @@ def run_grid(
     if threads is not None:
         threads = check_threads(threads)
     grid.validate(data_dir)
-    out = check_output_folder(out, "results folder")
+    out = check_results_folder(out)
     try:
         with file_lock(out / LOCK_FILE, wait=False):
             return _run_unlocked(
