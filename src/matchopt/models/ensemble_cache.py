@@ -22,6 +22,7 @@ import hashlib
 import io
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -127,13 +128,54 @@ class EnsembleCache:
         self.path(key).unlink(missing_ok=True)
 
     def _read(self, key: str) -> dict[str, Any] | None:
+        """The entry of ``key``, or None. A file that is not an entry matchopt could have written
+        (damaged, wrong field types, weights that are not finite or are beyond
+        :data:`MAX_WEIGHT`) is set aside (renamed ``*.rejected``, with a warning naming it), so
+        that a rerun trains the ensemble again instead of failing on it again."""
         path = self.path(key)
         if not path.is_file():
             return None
         try:
             entry = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
-        except Exception:  # a damaged cache file is a cache miss, never an error
-            return None
-        if not isinstance(entry, dict) or entry.get("key") != key:
-            return None
-        return entry
+        except Exception:  # noqa: BLE001 (any damage is the same: set the file aside)
+            return self._reject(path, "not readable")
+        problem = _entry_problem(entry, key)
+        return self._reject(path, problem) if problem else entry
+
+    @staticmethod
+    def _reject(path: Path, why: str) -> None:
+        aside = path.with_name(path.name + ".rejected")
+        try:
+            os.replace(path, aside)
+        except OSError:
+            aside = path
+        warnings.warn(
+            f"shared ensemble {path} {why}: set aside as {aside.name}; training it again",
+            stacklevel=3,
+        )
+        return None
+
+
+#: Largest absolute weight a cached ensemble may hold (trained members hold values near 1).
+MAX_WEIGHT = 1e6
+
+
+def _entry_problem(entry: Any, key: str) -> str | None:
+    """What makes ``entry`` other than what :meth:`EnsembleCache.store` writes, or None."""
+    if not isinstance(entry, dict) or entry.get("key") != key:
+        return "is not an entry of this key"
+    n_models, seconds, state = entry.get("n_models"), entry.get("train_seconds"), entry.get("state")
+    if not isinstance(n_models, int) or isinstance(n_models, bool) or n_models < 1:
+        return f"has n_models {n_models!r}, not a count"
+    if not isinstance(seconds, float) or not 0 <= seconds < 3.2e7:
+        return f"has train_seconds {seconds!r}, not a duration"
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        return "holds a state that is not named tensors"
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not (
+            torch.isfinite(tensor).all() and tensor.abs().max() <= MAX_WEIGHT
+        ):
+            return f"holds {name} with values that are not finite or beyond {MAX_WEIGHT:g}"
+    return None

@@ -1,0 +1,60 @@
+"""The shared-ensemble cache reads back only what it could have written."""
+
+import io
+
+import pytest
+import torch
+
+from matchopt.models.ensemble_cache import EnsembleCache
+
+
+class Members(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.members = torch.nn.ModuleList([torch.nn.Linear(3, 1) for _ in range(2)])
+
+
+def write(cache: EnsembleCache, key: str, entry: dict) -> None:
+    buffer = io.BytesIO()
+    torch.save(entry, buffer)
+    cache.folder.mkdir(parents=True, exist_ok=True)
+    cache.path(key).write_bytes(buffer.getvalue())
+
+
+def good_entry(key: str) -> dict:
+    state = {k: v.clone() for k, v in Members().state_dict().items()}
+    return {"key": key, "n_models": 2, "train_seconds": 1.5, "state": state}
+
+
+def test_a_stored_entry_loads(tmp_path):
+    cache, key = EnsembleCache(tmp_path), "k" * 64
+    cache.store(key, Members(), 2, 1.5)
+    assert cache.load(key, Members()) == (2, 1.5)
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"train_seconds": "soon"}, "train_seconds"),
+        ({"n_models": 2.5}, "n_models"),
+        ({"state": {"members.0.weight": [1, 2]}}, "not named tensors"),
+        ("huge", "beyond"),
+        ("nan", "not finite"),
+    ],
+)
+def test_a_bad_entry_is_set_aside_named_and_trained_again(tmp_path, change, words):
+    cache, key = EnsembleCache(tmp_path), "k" * 64
+    entry = good_entry(key)
+    if change == "huge":
+        entry["state"]["members.0.weight"].fill_(1e30)
+    elif change == "nan":
+        entry["state"]["members.1.bias"].fill_(float("nan"))
+    else:
+        entry.update(change)
+    write(cache, key, entry)
+    with pytest.warns(UserWarning, match=words) as caught:
+        assert cache.load(key, Members()) == (0, 0.0)
+    assert str(cache.path(key)) in str(caught[0].message)
+    assert not cache.path(key).exists()
+    assert cache.path(key).with_name(cache.path(key).name + ".rejected").exists()
+    assert cache.load(key, Members()) == (0, 0.0)  # a rerun trains it: no error, no warning
