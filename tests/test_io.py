@@ -159,3 +159,15 @@ def test_a_snapshot_folder_that_is_a_file_or_a_link_is_one_error(tmp_path, capsy
     assert code == 2
     assert ".snapshots is " in capsys.readouterr().err
     assert not any((tmp_path / "elsewhere").iterdir()) if kind == "link" else True
+
+
+def test_a_bench_removes_orphan_temporaries_of_its_snapshot_folder(tmp_path):
+    out = tmp_path / "S"
+    orphan = out / ".snapshots" / "styblinski-tang" / "matchopt" / ".seed0.pt.abc.tmp"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"half a snapshot")
+    keep = out / ".snapshots" / "notes.tmp"  # not a name matchopt writes
+    keep.write_text("x")
+    args = ["bench", "--tasks", "styblinski-tang", "--methods", "random", "--seeds", "0"]
+    assert cli.main([*args, "--preset", "quick", "--out", str(out)]) == 0
+    assert not orphan.exists() and keep.exists()

@@ -440,3 +440,12 @@ def _remove_stale_temporaries(out: Path, cells: list[Cell]) -> None:
         if folder.is_dir():
             for tmp in folder.glob(".seed*.tmp"):
                 tmp.unlink(missing_ok=True)
+    # The same of snapshots and shared ensembles (".<name>.*.tmp" beside them), anywhere in the
+    # snapshot folder: this bench holds the folder's lock, so no writer is running.
+    snapshots = out / SNAPSHOT_FOLDER
+    if snapshots.is_dir() and not snapshots.is_symlink():
+        for folder, _, names in os.walk(snapshots):  # links to folders are not entered
+            for name in names:
+                tmp = Path(folder) / name
+                if name.startswith(".") and name.endswith(".tmp") and not tmp.is_symlink():
+                    tmp.unlink(missing_ok=True)
