@@ -171,3 +171,23 @@ def test_a_bench_removes_orphan_temporaries_of_its_snapshot_folder(tmp_path):
     args = ["bench", "--tasks", "styblinski-tang", "--methods", "random", "--seeds", "0"]
     assert cli.main([*args, "--preset", "quick", "--out", str(out)]) == 0
     assert not orphan.exists() and keep.exists()
+
+
+def test_names_on_the_command_line_are_echoed_escaped_and_cut(tmp_path, capsys):
+    import numpy as np
+    import pandas as pd
+
+    from matchopt.errors import printable
+
+    rng = np.random.default_rng(0)
+    name = "t\x1b[31m.csv"
+    table = pd.DataFrame(rng.uniform(size=(40, 2)), columns=["a", "b"])
+    table.assign(y=rng.normal(size=40)).to_csv(tmp_path / name, index=False)
+    out = tmp_path / "p\x1b[2J.csv"
+    args = ["optimize", str(tmp_path / name), "--target", "y", "--method", "random"]
+    assert cli.main([*args, "--n", "3", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "\x1b" not in captured.out + captured.err
+    assert "t\\x1b[31m.csv" in captured.err and "p\\x1b[2J.csv" in captured.out
+    long = printable("x" * 100_000_000)
+    assert len(long) < 1100 and "characters cut" in long

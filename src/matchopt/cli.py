@@ -806,7 +806,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     optimizer.fit(read_table(args.data), source=args.data)
     schema = optimizer.schema_
     print(
-        f"[{args.data}: {len(optimizer.data_)} rows / {args.method} / seed {args.seed}] "
+        f"[{printable(args.data)}: {len(optimizer.data_)} rows / {args.method} / seed {args.seed}] "
         f"design: {printable(schema.describe())}",
         file=sys.stderr,
     )
@@ -827,7 +827,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         from matchopt.tabular import write_file
 
         write_file(model_path, model_bytes)
-        print(f"model -> {model_path}")
+        print(f"model -> {printable(model_path)}")
     return 0
 
 
@@ -840,7 +840,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
     if args.threads is not None:
         optimizer.threads = check_threads(args.threads)
     fitted = f"{optimizer.method} fitted on {printable(optimizer.source_)}"  # from the file
-    print(f"[{args.model}: {fitted} / seed {optimizer.seed}]", file=sys.stderr)
+    print(f"[{printable(args.model)}: {fitted} / seed {optimizer.seed}]", file=sys.stderr)
     try:
         _propose_and_write(optimizer, args.n, out)
     except (MatchoptError, OSError):
@@ -902,8 +902,9 @@ def _propose_and_write(optimizer, n: int, out: Path) -> None:
     write_table(proposals, out)
     print(f"  ranked by {printable(optimizer.ranking_)}", file=sys.stderr)
     if len(proposals):  # column names and categories come from the user's file
-        print("\n".join(map(printable, proposals.head(10).to_string(index=False).splitlines())))
-    print(f"{len(proposals)} proposals -> {out}")
+        lines = proposals.head(10).to_string(index=False).splitlines()
+        print("\n".join(printable(line, 20_000) for line in lines))
+    print(f"{len(proposals)} proposals -> {printable(out)}")
 
 
 COMMANDS = {

@@ -28,16 +28,21 @@ class ConfigError(MatchoptError):
         super().__init__(f"config field {shown}: {problem}")
 
 
-def printable(text: object) -> str:
+def printable(text: object, limit: int = 1000) -> str:
     """``text`` safe to print on a terminal or in one line of a message: control characters and
     other characters that do not print (ESC, newlines, tabs, bidirectional overrides) become
     their escapes as ``repr`` writes them (``\\x1b``, ``\\n``, ``\\u202e``); everything else,
-    non-ASCII letters included, is left alone.
+    non-ASCII letters included, is left alone. Text longer than ``limit`` characters keeps its
+    start and end around a note of how much was cut (a 100 MB cell is not echoed whole).
 
-    For text read from files (column names, saved models, results folders): an escape
-    sequence in it must not drive the terminal, and a newline must not forge a line.
+    For text read from files (column names, saved models, results folders) and names given on
+    the command line: an escape sequence in it must not drive the terminal, and a newline must
+    not forge a line.
     """
     text = str(text)
+    if len(text) > limit:
+        keep = max(limit // 2 - 20, 1)
+        text = f"{text[:keep]}...({len(text) - 2 * keep:,} characters cut)...{text[-keep:]}"
     if text.isprintable():  # the usual case, fast
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
