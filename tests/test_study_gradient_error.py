@@ -216,3 +216,18 @@ def test_an_output_folder_that_cannot_be_made_fails_before_training(tmp_path, mo
     monkeypatch.setattr(study, "fit_regression", no_training)
     with pytest.raises(MatchoptError, match="study folder .*a_file"):
         run_gradient_error_study(tmp_path / folder, **TINY)
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"alphas": [1e308]}, "alphas must be in"),
+        ({"n_train": 100_000_000_000}, "at most 10,000,000"),
+        ({"n_test": 100_000_000_000}, "at most 10,000,000"),
+    ],
+)
+def test_study_sizes_and_scales_beyond_what_it_can_compute_are_refused(tmp_path, kwargs, words):
+    from matchopt.studies.gradient_error import run_gradient_error_study
+
+    with pytest.raises(MatchoptError, match=words):
+        run_gradient_error_study(tmp_path, **kwargs)

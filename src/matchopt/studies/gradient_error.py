@@ -206,6 +206,13 @@ def gradient_errors(model: torch.nn.Module, encoder: DesignEncoder, x: np.ndarra
 # --- 3. The study -------------------------------------------------------------------------------
 
 
+#: Largest test covariance scale: inputs of std sqrt(1e6) = 1,000 keep the 4-d test function and
+#: its gradient finite in float32, where the surrogate is evaluated.
+MAX_ALPHA = 1e6
+#: Most training or test points.
+MAX_POINTS = 10_000_000
+
+
 def _validate(
     n_train: int, alphas: Sequence[float], n_test: int, epochs: int, lr: float, batch_size: int
 ) -> tuple[float, ...]:
@@ -216,6 +223,11 @@ def _validate(
             f"n_train={n_train} is below batch_size={batch_size} (MATCH-OPT needs one training "
             "point per rank bucket)"
         )
+    if n_train > MAX_POINTS or n_test > MAX_POINTS:
+        raise MatchoptError(
+            f"n_train={n_train:,} and n_test={n_test:,} must be at most {MAX_POINTS:,} each "
+            f"(4-d points: {MAX_POINTS:,} take {MAX_POINTS * 4 * 8 / 2**30:.1f} GiB in float64)"
+        )
     if n_test < 1:
         raise MatchoptError(f"n_test must be >= 1, got {n_test}")
     if epochs < 1:
@@ -225,9 +237,12 @@ def _validate(
     values = tuple(float(a) for a in alphas)
     if not values:
         raise MatchoptError("alphas must hold at least one value")
-    bad = [a for a in values if not (np.isfinite(a) and a > 0)]
+    bad = [a for a in values if not (np.isfinite(a) and 0 < a <= MAX_ALPHA)]
     if bad:
-        raise MatchoptError(f"alphas must be positive and finite, got {bad[0]}")
+        raise MatchoptError(
+            f"alphas must be in (0, {MAX_ALPHA:g}] (test inputs from N(0, alpha I) beyond it "
+            f"overflow the test function), got {bad[0]:g}"
+        )
     if len(set(values)) != len(values):
         raise MatchoptError(f"alphas must be distinct, got {list(values)}")
     return values
