@@ -359,6 +359,7 @@ def test_the_suite_table_is_what_its_command_generates():
         ROOT / args.dir,
         [float(q) for q in args.percentiles.split(",")],
         methods=args.methods.split(",") if args.methods else None,
+        tasks=args.tasks.split(",") if args.tasks else None,
         summary_only=True,
     )
     table = [line for line in generated.splitlines() if line.startswith("|")]
