@@ -428,6 +428,13 @@ def finished_snapshot(path, preset="validated-quick", settings=CRAFT_SETTINGS, n
     return torch.load(path, weights_only=True)
 
 
+def sealed(state):
+    """``state`` with its digest made again, as a crafter would: then the field checks are what
+    must refuse it."""
+    content = {k: v for k, v in state.items() if k != "digest"}
+    return {**content, "digest": checkpoints.content_digest(content)}
+
+
 def _set(path, value):
     """An edit of a snapshot: ``path`` (keys from the top) set to ``value``."""
 
@@ -545,7 +552,7 @@ def test_a_crafted_snapshot_is_ignored_with_a_warning_and_training_starts_from_s
     snapshot = tmp_path / "seed0.pt"
     state = finished_snapshot(snapshot)
     edit(state)
-    torch.save(state, snapshot)
+    torch.save(sealed(state), snapshot)
     capsys.readouterr()
 
     real_start, starts = checkpoints.LoopSnapshots.start, []
@@ -595,7 +602,7 @@ def test_a_crafted_coms_snapshot_is_ignored_before_any_part_is_restored(tmp_path
     make_method("coms", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     state = torch.load(snapshot, weights_only=True)
     state["values"]["log_alpha"] = torch.zeros(3)
-    torch.save(state, snapshot)
+    torch.save(sealed(state), snapshot)
     capsys.readouterr()
     resumed = make_method("coms", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     assert warnings_in(capsys.readouterr().err) == [
@@ -617,7 +624,7 @@ def test_a_crafted_cma_es_search_snapshot_is_ignored_with_a_warning(tmp_path, ca
     search = tmp_path / "cma-es.search-8.pt"
     state = torch.load(search, weights_only=True)
     state["groups"] = [torch.zeros(4, 5), torch.zeros(4, 36)]  # 36 features
-    torch.save(state, search)
+    torch.save(sealed(state), search)
     capsys.readouterr()
     method = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
     np.testing.assert_array_equal(method.propose(8), reference)
@@ -639,7 +646,7 @@ def test_a_snapshot_with_a_nan_training_time_gives_a_record_the_report_reads(tmp
     snapshot.parent.mkdir(parents=True)
     state = finished_snapshot(snapshot, "quick", {"epochs": 3})
     state["seconds"] = math.nan
-    torch.save(state, snapshot)
+    torch.save(sealed(state), snapshot)
     capsys.readouterr()
     record, designs = run_cell(cell, threads=1, snapshot=snapshot)
     assert len(warnings_in(capsys.readouterr().err)) == 1
@@ -796,3 +803,25 @@ def test_a_record_that_cannot_be_written_keeps_the_snapshot_and_the_rerun_resume
     monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", untouched)
     assert main(argv) == 0
     assert read_record(record).p100 > 0 and not snapshot.exists()
+
+
+@pytest.mark.parametrize("edit", ["weights of another epoch", "learning rate", "no digest"])
+def test_a_snapshot_whose_parts_changed_after_the_save_is_not_trained_on(tmp_path, capsys, edit):
+    data = load_task("potts").offline
+    reference = make_method("matchopt", "validated-quick", CRAFT_SETTINGS, seed=0).fit(data)
+    snapshot = tmp_path / "seed0.pt"
+    state = finished_snapshot(snapshot)
+    if edit == "weights of another epoch":
+        model = state["parts"]["model"]
+        model["output.weight"] = model["output.weight"] * 0.5
+    elif edit == "learning rate":
+        state["parts"]["optimizer"]["param_groups"][0]["lr"] = 0.01
+    else:
+        del state["digest"]
+    torch.save(state, snapshot)
+    capsys.readouterr()
+    method = make_method("matchopt", "validated-quick", CRAFT_SETTINGS, seed=0)
+    method.resume_from(snapshot, every=0).fit(data)
+    (line,) = warnings_in(capsys.readouterr().err)
+    assert "do not match the digest written with them" in line and str(snapshot) in line
+    assert method.losses_ == reference.losses_

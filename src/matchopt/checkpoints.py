@@ -20,7 +20,9 @@ record is written (:func:`matchopt.bench.cells.save_record`): a record that cann
 a finished snapshot trains nothing and gives the same model).
 
 A snapshot is checked whole before anything is restored from it (:meth:`LoopSnapshots.start`):
-its epoch in ``0..epochs``, every part present with the shapes and types of the live modules,
+its content must hash to the digest written with it (:func:`content_digest`: parts changed or
+mixed after the save, such as weights of another epoch or an optimizer state of another learning
+rate, are never trained on), its epoch in ``0..epochs``, every part present with the shapes and types of the live modules,
 optimizers and generators, the values the loop keeps (losses, one per epoch trained, and the
 method's own), and its training time a finite number of seconds >= 0. A snapshot of this run
 that fails a check (corrupted, or crafted) is ignored with a one-line warning on stderr and the
@@ -378,7 +380,13 @@ class TrainingCheckpoint:
         if not _same_text(state.get("stage"), stage):
             return None
         seconds = state.get("seconds")
-        if not is_finite_number(seconds) or seconds < 0:
+        content = {k: v for k, v in state.items() if k != "digest"}
+        if not _same_text(state.get("digest"), content_digest(content)):
+            problem = (
+                "snapshot parts do not match the digest written with them (changed, mixed or "
+                "written by an older matchopt)"
+            )
+        elif not is_finite_number(seconds) or seconds < 0:
             problem = f"snapshot training time {shown(seconds)} is not a number of seconds >= 0"
         else:
             try:
@@ -402,16 +410,10 @@ class TrainingCheckpoint:
         time, and the previous snapshot of ``stage`` stays as it was."""
         buffer = io.BytesIO()
         seconds = self.earlier_seconds + time.monotonic() - self._started
-        torch.save(
-            {
-                **state,
-                "key": self.key,
-                "stage": stage,
-                "seconds": seconds,
-                "sitting": self._sitting,
-            },
-            buffer,
-        )
+        entry = {**state, "key": self.key, "stage": stage, "seconds": seconds}
+        entry["sitting"] = self._sitting
+        entry["digest"] = content_digest(entry)
+        torch.save(entry, buffer)
         path = self.stage_path(stage)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -424,6 +426,34 @@ class TrainingCheckpoint:
                     "the run goes on without it"
                 )
         self._last = time.monotonic()
+
+
+def content_digest(value: Any) -> str:
+    """sha256 of a snapshot's content (nested dicts, lists, tensors and plain values) as it
+    would be read back: a snapshot is used only if its parts still hash to the digest written
+    with them, so that parts changed or mixed after the save (weights of another epoch, an
+    optimizer state of another learning rate) are never trained on."""
+    digest = hashlib.sha256()
+
+    def feed(item: Any) -> None:
+        if isinstance(item, torch.Tensor):
+            data = item.detach().cpu().contiguous()
+            digest.update(f"T{data.dtype}{tuple(data.shape)}".encode())
+            digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(item, Mapping):
+            digest.update(f"D{len(item)}".encode())
+            for key in sorted(item, key=repr):
+                digest.update(repr(key).encode())
+                feed(item[key])
+        elif isinstance(item, (list, tuple)):
+            digest.update(f"L{len(item)}".encode())
+            for part in item:
+                feed(part)
+        else:
+            digest.update(f"V{item!r}".encode())
+
+    feed(value)
+    return digest.hexdigest()
 
 
 def _same_text(value: Any, expected: str | None) -> bool:
