@@ -19,17 +19,17 @@ record is written (:func:`matchopt.bench.cells.save_record`): a record that cann
 :meth:`~matchopt.methods.Method.resume_from` removes it when its results are stored (a fit from
 a finished snapshot trains nothing and gives the same model).
 
-A snapshot is checked whole before anything is restored from it (:meth:`LoopSnapshots.start`):
-its content must hash to the digest written with it (:func:`content_digest`: parts changed or
-mixed after the save, such as weights of another epoch or an optimizer state of another learning
-rate, are never trained on), its epoch in ``0..epochs``, every part present with the shapes and types of the live modules,
-optimizers and generators, the values the loop keeps (losses, one per epoch trained, and the
-method's own), and its training time a finite number of seconds >= 0. A snapshot of this run
-that fails a check (corrupted, or crafted) is ignored with a one-line warning on stderr and the
-training starts from scratch; one of another run (another key) is ignored silently. A snapshot
-that cannot be written (a full disk) does not stop the run: a one-line warning, and the run goes
-on without it; the previous snapshot stays whole (the writes are atomic), so that a rerun after
-a kill resumes from there.
+A snapshot is checked whole before anything is restored from it (:meth:`LoopSnapshots.start`): its
+content must hash to the digest written with it (:func:`content_digest`: parts changed or mixed
+after the save, such as weights of another epoch or an optimizer state of another learning rate,
+are never trained on), its epoch in ``0..epochs``, every part present with the shapes and types of
+the live modules, optimizers and generators, the values the loop keeps (losses, one per epoch
+trained, and the method's own), and its training time a finite number of seconds >= 0. A snapshot
+of this run that fails a check (corrupted, or crafted) is ignored with a one-line warning on stderr
+and the training starts from scratch; one of another run (another key) is ignored silently. A
+snapshot that cannot be written (a full disk) does not stop the run: a one-line warning, and the
+run goes on without it; the previous snapshot stays whole (the writes are atomic), so that a rerun
+after a kill resumes from there.
 
 A first Ctrl-C during a training loop that keeps snapshots (inside :func:`save_on_interrupt`,
 which ``matchopt run`` and a one-worker ``bench`` use) does not stop the loop at once: the loop

@@ -40,7 +40,16 @@ FORMATS = ("md", "latex", "csv")
 ABLATION_METHODS = ("matchopt", "matchopt-noreg")
 CURVE_PERCENTILES = tuple(range(101))
 
-_SCORE = "{:.3f}"
+class _ScoreFormat:
+    """Scores at three decimals, never as a negative zero (-0.0004 prints as 0.000)."""
+
+    @staticmethod
+    def format(value: float) -> str:
+        text = f"{value:.3f}"
+        return text[1:] if text == "-0.000" else text
+
+
+_SCORE = _ScoreFormat()
 _SECONDS = "{:.1f}"
 _FRAME_COLUMNS = ["task", "method", "seed", "preset", "q", "score", "p100", "p50", "wall_seconds"]
 _CSV_COLUMNS = ["metric", "task", "method", "q", "mean", "std", "n_seeds", "rank", "mnr"]
@@ -579,15 +588,21 @@ def missing_cells(
 ) -> pd.DataFrame:
     """Every (task, method) with fewer seeds than the task's best-covered method, and why.
 
-    Tasks are those of ``records``; methods all registered ones (or ``methods``). The reason is
+    Tasks are those of ``records``; methods those the folder's grids planned (with a record, a
+    failed cell or a ``pending.csv`` entry), or ``methods``. The reason is
     the ``pending.csv`` entry, else the error of a failed cell (``seed<k>.error.json``), else
     "not run". Columns: task, method, seeds, expected, reason.
     """
     from matchopt.methods import METHODS
 
-    wanted = list(methods) if methods is not None else sorted(METHODS)
     counts = Counter((r.task, r.method) for r in records)
     reasons = pending_reasons(results_dir)
+    if methods is not None:
+        wanted = list(methods)
+    else:  # the methods the folder's grids planned: run, failed or marked pending there
+        failed = {p.parent.name for p in Path(results_dir).rglob("seed*.error.json")}
+        planned = {m for _, m in counts} | {m for _, m in reasons} | failed
+        wanted = sorted(m for m in planned if m in METHODS)
     rows = []
     for task in sorted({r.task for r in records}):
         expected = max(n for (t, _), n in counts.items() if t == task)
@@ -628,7 +643,7 @@ def _missing_table(style: _Style, missing: pd.DataFrame) -> str:
         for c in missing.itertuples(index=False)
     ]
     notes = (
-        f"Registered methods with fewer seeds than the task's best-covered method; reasons from "
+        f"Methods with fewer seeds than the task's best-covered method; reasons from "
         f"the results folder's {PENDING_FILE}, a failed cell's error file, or none (not run)."
     )
     return style.table("Cells missing seeds", ["Task", "Method", "Seeds", "Why"], rows, notes)
