@@ -318,3 +318,17 @@ def test_pair_support_keeps_designs_to_neighbour_pairs_of_good_rows():
     assert method._pairs_seen(designs).tolist() == [
         not ((d[:-1] == 0) & (d[1:] == 3)).any() for d in designs
     ]
+
+
+def test_averaging_replicates_fits_one_row_per_design():
+    from matchopt.tasks.replicates import PottsReplicates
+
+    data = PottsReplicates().offline
+    method = make_method("matchopt-ens", "quick", {"average_replicates": "true"}, seed=0)
+    method.fit(data)
+    designs, first = np.unique(data.x, axis=0, return_index=True)
+    assert len(method.data_) == len(designs) < len(data)
+    row = np.flatnonzero((data.x == method.data_.x[0]).all(axis=1))
+    assert method.data_.y[0] == pytest.approx(data.y[row].mean())
+    proposals = method.propose(16)
+    assert len(np.unique(proposals, axis=0)) == 16

@@ -134,6 +134,20 @@ class OfflineData:
         """Indices of the ``k`` highest-scoring rows, best first (ties broken by row order)."""
         return top_rows(self.y, k)
 
+    def replicates_averaged(self) -> OfflineData:
+        """One row per distinct design, its score the mean of its rows (a table of replicated
+        measurements: the mean of r replicates has 1/r of one measurement's noise variance).
+        Designs keep the order of their first row; a table of distinct designs is returned
+        as it is."""
+        flat = self.x.reshape(len(self.x), -1)
+        _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
+        if len(first) == len(self.y):
+            return self
+        inverse = inverse.reshape(-1)
+        means = np.bincount(inverse, weights=self.y) / np.bincount(inverse)
+        order = np.argsort(first, kind="stable")  # designs in the order they first appear
+        return OfflineData(self.x[first[order]], means[order], self.space)
+
 
 def top_rows(y: np.ndarray, k: int) -> np.ndarray:
     """Indices of the ``k`` largest values of ``y``, largest first (ties broken by row order).

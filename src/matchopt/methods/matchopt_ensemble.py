@@ -27,6 +27,9 @@ top to bottom:
 5. **Portfolio** (``bold_designs``, off by default): that many of the designs come from a
    second search with less pessimism and a wider per-feature trust region, selected the same
    way among designs not taken yet; the cautious search gives the others.
+6. **Options for noisy tables and labs** (off by default): ``average_replicates`` fits on one
+   row per distinct design (the mean of its replicates); ``min_distance`` keeps continuous
+   designs at least that far apart.
 
 Nothing here reads an oracle. The search defaults were chosen on the development suite
 (docs/suite.md: the search settings).
@@ -94,6 +97,9 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """The bolder search's ``pessimism``."""
     bold_trust_radius: float | None = None
     """The bolder search's ``trust_radius`` (``trust_radius_l2`` and the box are kept)."""
+    average_replicates: bool = False
+    """Fit on one row per distinct design, its score the mean of its rows (tables of replicated,
+    noisy measurements); False: every row as it is."""
     min_distance: float = field(default=0.0, metadata={"range": (0.0, 1.0)})
     """Continuous designs: no two designs closer than this root-mean-square difference per
     feature, in units of the width of the box the offline rows span (0: any distinct designs)."""
@@ -128,6 +134,8 @@ class MatchOptEnsemble(MatchOpt):
         """Train ``n_models`` gradient-matching surrogates (Algorithm 1 each, own seed)."""
         self.__dict__.pop("_candidate_cache", None)
         config = self.config_
+        if config.average_replicates:
+            data = data.replicates_averaged()
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(self.device_)
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(self.device_)
