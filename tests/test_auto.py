@@ -88,9 +88,9 @@ def test_ties_at_the_quantile_judge_on_the_rows_below_the_best():
 @pytest.mark.parametrize(
     "pool, message",
     [
-        ("matchopt-ens-mix,auto", "itself a per-table choice"),
+        ("matchopt-ens-mix,auto", "'auto' is not a single method"),
         ("cma-es,cma-es", "twice"),
-        ("cma-es,nope", "unknown method"),
+        ("cma-es,nope", "'nope' is not a single method"),
         (" , ", "names no method"),
     ],
 )

@@ -316,11 +316,12 @@ def test_missing_message_names_files_and_how_to_get_them(tmp_path, monkeypatch):
     assert "and 78 more in tf_bind_10-pho4/" in TFBind8.missing_message(tmp_path, many)
 
 
-def test_checksum_table_covers_tfbind8_and_tfbind10():
+def test_checksum_table_covers_tfbind8_tfbind10_and_utr():
     for path in TFBind8.required_files(None):
         assert path.as_posix() in SHA256
     names = {f"tf_bind_10-pho4/tf_bind_10-{a}-{k}.npy" for a in "xy" for k in range(84)}
-    assert names <= SHA256.keys() and len(SHA256) == 170
+    names |= {f"utr/utr-{a}-{k}.npy" for a in "xy" for k in range(14)}
+    assert names <= SHA256.keys() and len(SHA256) == 198
     assert all(len(d) == 64 and int(d, 16) >= 0 for d in SHA256.values())
 
 
@@ -328,6 +329,9 @@ def test_real_tfbind8_files_match_the_table(data_dir):
     """The digest code agrees with sha256sum on the real files (skipped where they are absent)."""
     for name in (X, Y):
         assert sha256_of(data_dir / name) == SHA256[name]
+    for name in ("utr/utr-x-0.npy", "utr/utr-y-13.npy"):
+        if (data_dir / name).is_file():
+            assert sha256_of(data_dir / name) == SHA256[name]
 
 
 def test_reference_list_matches_the_table():

@@ -190,7 +190,7 @@ def test_tiny_study_writes_sorted_errors_summary_and_figure(tmp_path):
 @pytest.mark.parametrize(
     "override, message",
     [
-        ({"alphas": (0.1, -1.0)}, "alphas must be positive"),
+        ({"alphas": (0.1, -1.0)}, "alphas must be in"),
         ({"alphas": ()}, "at least one"),
         ({"n_train": 16}, "n_train=16"),
         ({"n_test": 0}, "n_test"),

@@ -20,9 +20,13 @@ def test_embedded_tasks_are_deterministic_and_sized(name):
     np.testing.assert_array_equal(first.offline.x, second.offline.x)
     np.testing.assert_array_equal(first.offline.y, second.offline.y)
     assert len(first.offline) == first.offline_size
-    assert first.y_min < first.offline.y.max() < first.y_max
     scores = first.score(first.offline.x[:10])
-    np.testing.assert_allclose(scores, first.offline.y[:10])
+    if hasattr(first, "assay_statistics"):  # noisy replicates of the noiseless function
+        assert first.y_min < first.offline_best() < first.y_max
+        assert np.corrcoef(first.score(first.offline.x), first.offline.y)[0, 1] > 0.2
+    else:
+        assert first.y_min < first.offline.y.max() < first.y_max
+        np.testing.assert_allclose(scores, first.offline.y[:10])
     assert first.data_status() == "embedded"
 
 

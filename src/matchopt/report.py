@@ -40,6 +40,7 @@ FORMATS = ("md", "latex", "csv")
 ABLATION_METHODS = ("matchopt", "matchopt-noreg")
 CURVE_PERCENTILES = tuple(range(101))
 
+
 class _ScoreFormat:
     """Scores at three decimals, never as a negative zero (-0.0004 prints as 0.000)."""
 

@@ -45,7 +45,9 @@ import numpy as np
 
 from matchopt.data import OfflineData
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import MIN_ROWS, Method
+from matchopt.methods.base import MIN_ROWS, Method, build_config
+from matchopt.methods.cma_es import CmaEs
+from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
 from matchopt.search import box_widths, scaled_distances
 from matchopt.state_checks import check_number, check_str, check_type, is_number
 
@@ -90,33 +92,31 @@ class AutoChoice(Method):
     has_surrogate = True
 
     def pool_names(self) -> list[str]:
-        """The pool's method names, checked against the registry."""
-        from matchopt.methods import get_method_entry
-
+        """The pool's method names, checked against the registry of single methods."""
         names = [name.strip() for name in self.config_.pool.split(",") if name.strip()]
         if not names:
             raise MatchoptError("pool names no method")
         for name in names:
-            if name == "auto" or get_method_entry(name).cls is AutoChoice:
-                raise MatchoptError(f"pool member {name!r} is itself a per-table choice")
+            if name not in SINGLE_METHODS:  # unknown, or a per-table choice itself
+                raise MatchoptError(
+                    f"pool member {name!r} is not a single method; choose among "
+                    f"{', '.join(SINGLE_METHODS)}"
+                )
         if len(set(names)) != len(names):
             raise MatchoptError(f"pool names a method twice: {self.config_.pool}")
         return names
 
     def _member(self, name: str) -> Method:
-        from matchopt.methods import make_method
-
-        member = make_method(name, self.config_.member_preset, seed=self.seed, device=self.device)
-        member.progress = self.progress
-        return member
+        entry = get_entry(name, SINGLE_METHODS)
+        return build_method(
+            entry, self.config_.member_preset, seed=self.seed, progress=self.progress,
+            device=self.device,
+        )  # fmt: skip
 
     def _left_out(self, name: str, data: OfflineData) -> str | None:
         """Why member ``name`` cannot run on ``data`` (None: it can)."""
-        from matchopt.methods import get_method_entry
-        from matchopt.methods.cma_es import CmaEs
-
         features = int(np.prod(data.space.shape)) * (data.space.vocab_size or 1)
-        cls = get_method_entry(name).cls
+        cls = get_entry(name, SINGLE_METHODS).cls
         if cls is CmaEs and features > self.config_.cma_max_features:
             return f"{features} features > cma_max_features {self.config_.cma_max_features}"
         return None
@@ -261,11 +261,9 @@ class AutoChoice(Method):
     @classmethod
     def min_rows(cls, config: AutoConfig) -> tuple[int, str]:
         """The most any pool member needs."""
-        from matchopt.methods import build_config, get_method_entry
-
         need = (MIN_ROWS, "to see the score vary")
         for name in [n.strip() for n in config.pool.split(",") if n.strip()]:
-            entry = get_method_entry(name)
+            entry = get_entry(name, SINGLE_METHODS)
             member = entry.cls.min_rows(build_config(entry, config.member_preset, {}))
             need = max(need, (member[0], f"{name}: {member[1]}"))
         return need
