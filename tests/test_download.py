@@ -438,3 +438,17 @@ def test_behind_a_proxy_the_download_runs_without_a_direct_probe(
     with pytest.raises(MatchoptError, match="cannot reach huggingface.co"):
         download.fetch_task_data(["tfbind8"], tmp_path, progress=False)
     assert fake.addresses == [("huggingface.co", 443)] and hub.calls == [X, Y]
+
+
+def test_a_data_folder_one_level_off_is_named_in_the_error(tmp_path):
+    from task_fixtures import write_sequences
+
+    from matchopt.errors import MatchoptError
+    from matchopt.tasks import load_task
+
+    write_sequences(tmp_path / "design_bench", TFBind8, n_rows=50)
+    with pytest.raises(MatchoptError, match="they are in .*design_bench: set --data-dir"):
+        load_task("tfbind8", tmp_path)
+    with pytest.raises(MatchoptError) as refused:
+        load_task("tfbind8", tmp_path / "elsewhere")
+    assert "they are in" not in str(refused.value)

@@ -122,11 +122,26 @@ class Task(ABC):
             missing = cls.missing_files(folder)
         # The fetch command reaches the same folder only if it is the one it resolves to itself.
         option = "" if folder == resolve_data_dir(None) else f" --data-dir {folder}"
+        hint = cls._nearby_data_hint(folder)
         return (
             f"task {cls.name!r}: {len(missing)} data file(s) not found in {folder}: "
             f"{describe_files(missing, folder)}; run `matchopt data fetch {cls.name}{option}` "
-            f"or place the files by hand in {folder}"
+            f"or place the files by hand in {folder}{hint}"
         )
+
+    @classmethod
+    def _nearby_data_hint(cls, folder: Path) -> str:
+        """Where the files are, if the data folder given is one level off (its parent, or the
+        task's own subfolder): a hint for the message, else ''."""
+        wanted = cls.required_files(None)
+        if not wanted:
+            return ""
+        candidates = [p for p in folder.glob("*/") if p.is_dir()] if folder.is_dir() else []
+        candidates.append(folder.parent)
+        for place in candidates:
+            if all((place / f).is_file() for f in wanted):
+                return f" (they are in {place}: set --data-dir or ${DATA_DIR_ENV} to that folder)"
+        return ""
 
     @abstractmethod
     def _load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
