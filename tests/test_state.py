@@ -87,6 +87,26 @@ class Payload:
 
 
 def file_with_header(header: dict, tensors: dict | None = None) -> bytes:
+    """A model file (safetensors, as matchopt writes) holding ``header`` and ``tensors``."""
+    return save_file_bytes(json.dumps(header), tensors or {})
+
+
+def parts(data: bytes) -> tuple[str, dict]:
+    """The header text and tensors of a model file, read with no size limit (to craft files)."""
+    from safetensors.torch import load
+
+    length = int.from_bytes(data[:8], "little")
+    return json.loads(data[8 : 8 + length])["__metadata__"]["matchopt"], load(data)
+
+
+def save_file_bytes(header_text: str, tensors: dict) -> bytes:
+    from safetensors.torch import save
+
+    return save({k: t.contiguous() for k, t in tensors.items()}, metadata={"matchopt": header_text})
+
+
+def legacy_file_with_header(header: dict, tensors: dict | None = None) -> bytes:
+    """A model file of the older format (torch.save of the header and the tensors)."""
     buffer = io.BytesIO()
     torch.save({"header": json.dumps(header), "tensors": tensors or {}}, buffer)
     return buffer.getvalue()
@@ -201,16 +221,14 @@ def entry(tree: dict, path: str) -> dict:
 def edited(data: bytes, edit=None, text=None) -> bytes:
     """``data`` with its header's tree and its tensors changed by ``edit(tree, tensors)``, then
     the header's JSON text by ``text(header_text)``, laid out as :mod:`matchopt.state` does."""
-    content = torch.load(io.BytesIO(data), weights_only=True)
-    header = json.loads(content["header"])
+    header_text, tensors = parts(data)
+    header = json.loads(header_text)
     if edit is not None:
-        edit(header["tree"], content["tensors"])
+        edit(header["tree"], tensors)
     header_text = json.dumps(header)
     if text is not None:
         header_text = text(header_text)
-    buffer = io.BytesIO()
-    torch.save({"header": header_text, "tensors": content["tensors"]}, buffer)
-    return buffer.getvalue()
+    return save_file_bytes(header_text, tensors)
 
 
 def set_attribute(path: str, value):
@@ -334,8 +352,18 @@ def test_a_bonet_transformer_of_mismatched_shapes_is_refused(
 LONG = 17 * 2**20
 
 
+def legacy(data: bytes) -> bytes:
+    """The model file ``data`` in the older format (a torch.save archive)."""
+    header_text, tensors = parts(data)
+    buffer = io.BytesIO()
+    torch.save({"header": header_text, "tensors": tensors}, buffer)
+    return buffer.getvalue()
+
+
 def compressed(data: bytes) -> bytes:
-    """The archive ``data`` with its entries deflated (torch reads it as it is)."""
+    """``data`` as an archive of the older format with its entries deflated (torch reads it
+    as it is)."""
+    data = legacy(data)
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(data)) as source:
         with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -351,7 +379,7 @@ def test_a_header_over_the_size_limit_is_one_error_line(pad, pack, table_model, 
     data = edited(table_model, set_attribute("source_", "x" * pad))
     if pack is not None:
         data = pack(data)
-        assert len(data) < 2**20  # small, but it would unpack to its 34 MiB header
+        assert len(data) < 2**20  # small, but it would unpack to its 34 MiB header (older format)
     assert_refused(capsys, tmp_path, data, "header takes", "over the 16 MiB")
     assert state.MAX_HEADER_CHARS < LONG
 
@@ -506,3 +534,25 @@ def test_attributes_of_other_types_or_out_of_range_are_one_error_line(
     edit, words, table_model, capsys, tmp_path
 ):
     assert_refused(capsys, tmp_path, edited(table_model, edit), words)
+
+
+def test_a_model_file_is_safetensors_and_loads_without_torch_load(
+    table_model, monkeypatch, tmp_path
+):
+    from safetensors import safe_open
+
+    assert table_model[:4] != b"PK\x03\x04"  # not a torch.save archive
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(table_model)
+    with safe_open(str(path), framework="pt") as opened:
+        assert json.loads(opened.metadata()["matchopt"])["kind"] == "table-optimizer"
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load was called"))
+    assert isinstance(load_state(table_model, "table-optimizer", "model.pt"), TableOptimizer)
+
+
+def test_older_model_files_load_only_under_a_torch_without_advisories(table_model, monkeypatch):
+    old = legacy(table_model)
+    assert isinstance(state.load_state(old, "table-optimizer", "old.pt"), TableOptimizer)
+    monkeypatch.setattr(torch, "__version__", "2.5.1+cpu")
+    with pytest.raises(MatchoptError, match="CVE-2025-32434.*read it under torch >= 2.10"):
+        state.load_state(old, "table-optimizer", "old.pt")

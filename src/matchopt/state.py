@@ -1,10 +1,12 @@
 """Model files that cannot run code: fitted objects as JSON plus tensors, read without pickle.
 
-A fitted method (or a :class:`~matchopt.tabular.TableOptimizer`) is written as one file made by
-``torch.save`` of ``{"header": <JSON text>, "tensors": {name: tensor}}`` and read back with
-``torch.load(weights_only=True)``, PyTorch's loader that builds only tensors, strings, numbers
-and containers and refuses everything else before it is built. A crafted pickle therefore fails
-to load without running. The JSON header describes the object graph:
+A fitted method (or a :class:`~matchopt.tabular.TableOptimizer`) is written as one safetensors
+file: raw tensor buffers behind a JSON header, whose metadata holds matchopt's own JSON header
+(:data:`HEADER_KEY`); it is read with no pickle at all (``safetensors.torch.load``). Files of the
+older format (``torch.save`` of ``{"header": <JSON text>, "tensors": {name: tensor}}``) are read
+with ``torch.load(weights_only=True)`` only under a torch release with no published advisory
+against that loader (:data:`SAFE_TORCH_LOAD`), and refused with the reason under older ones. The
+JSON header describes the object graph:
 
 - numbers, strings, None, lists, tuples, sets and dicts (any JSON-able keys);
 - numpy arrays (raw bytes in a tensor, with dtype and shape; object arrays are refused) and
@@ -83,6 +85,12 @@ _MODULE_BASE_ATTRS = frozenset(vars(torch.nn.Module()))
 #: must not make matchopt read (or inflate) more. Fitted models are far smaller (a method fitted
 #: on a Design-Bench task: megabytes to a few hundred).
 MAX_FILE_BYTES = 4 * 2**30
+#: The key of the safetensors metadata that holds a model file's JSON header.
+HEADER_KEY = "matchopt"
+#: The first torch release whose weights-only unpickler has no published advisory
+#: (CVE-2025-32434: torch <= 2.5.1; CVE-2026-24747: torch < 2.10.0). Model files of the older,
+#: torch.save-based format are read only under it or newer.
+SAFE_TORCH_LOAD = (2, 10)
 #: Longest JSON header read or written (characters): a header describes objects, not data
 #: (arrays go in tensors), so real ones are kilobytes; parsing takes several times its size.
 MAX_HEADER_CHARS = 16 * 2**20
@@ -307,14 +315,16 @@ def state_bytes(obj: Any, kind: str) -> bytes:
             f"the {_size(MAX_HEADER_CHARS)} a model file may hold (arrays are saved apart, so "
             "this is a very large Python list, dict or text)"
         )
-    buffer = io.BytesIO()
-    torch.save({"header": text, "tensors": encoder.tensors}, buffer)
-    if buffer.tell() > MAX_FILE_BYTES:
+    from safetensors.torch import save
+
+    tensors = {name: t.contiguous() for name, t in encoder.tensors.items()}
+    data = save(tensors, metadata={HEADER_KEY: text})
+    if len(data) > MAX_FILE_BYTES:
         raise StateError(
             f"cannot save {type(obj).__name__}: the model file would take "
-            f"{_size(buffer.tell())}, over the {_size(MAX_FILE_BYTES)} matchopt reads"
+            f"{_size(len(data))}, over the {_size(MAX_FILE_BYTES)} matchopt reads"
         )
-    return buffer.getvalue()
+    return data
 
 
 def _size(n: int) -> str:
@@ -811,6 +821,65 @@ def _check_archive(data: bytes, source: str) -> None:
         )
 
 
+def _read_safetensors(data: bytes, source: str) -> tuple[str, dict[str, torch.Tensor]]:
+    """The JSON header and the tensors of a model file (safetensors: a length, a JSON header of
+    tensor dtypes, shapes and offsets with matchopt's header in its metadata, raw buffers; no
+    pickle anywhere)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    if len(data) > MAX_FILE_BYTES:
+        raise StateError(
+            f"{source}: not read: it takes {_size(len(data))}, over the {_size(MAX_FILE_BYTES)} "
+            f"a matchopt model file may take"
+        )
+    length = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
+    if not 0 < length <= MAX_HEADER_CHARS + 64 * MAX_ENTRIES or 8 + length > len(data):
+        raise _not_read(source, "not a safetensors file: its header length does not fit")
+    try:
+        layout = json.loads(data[8 : 8 + length])
+    except (ValueError, RecursionError) as err:
+        raise _not_read(source, f"not a safetensors file: {err}") from None
+    if not isinstance(layout, dict) or len(layout) > MAX_ENTRIES + 1:
+        raise _not_read(source, "not a safetensors file of at most 100,000 tensors")
+    metadata = layout.get("__metadata__")
+    header_text = metadata.get(HEADER_KEY) if isinstance(metadata, dict) else None
+    if not isinstance(header_text, str):
+        raise StateError(f"{source}: not a matchopt model file (no header)")
+    try:
+        tensors = load(data)
+    except (SafetensorError, ValueError, RuntimeError) as err:
+        raise _not_read(source, f"its tensors cannot be read: {err}") from None
+    return header_text, tensors
+
+
+def _read_torch_archive(data: bytes, source: str) -> tuple[str, dict[str, Any]]:
+    """The header and tensors of a model file of the older format (``torch.save``, read with
+    ``torch.load(weights_only=True)``), only under a torch release with no published advisory
+    against that loader (:data:`SAFE_TORCH_LOAD`)."""
+    release = tuple(int(part) for part in re.findall(r"\d+", torch.__version__)[:2])
+    if release < SAFE_TORCH_LOAD:
+        raise StateError(
+            f"{source}: a model file of the older format (torch.save), not read under torch "
+            f"{torch.__version__}: its weights-only loader has published advisories "
+            "(CVE-2025-32434, CVE-2026-24747; fixed in 2.10.0); read it under torch >= 2.10 and "
+            "save it again, or fit the model again"
+        )
+    _check_archive(data, source)
+    try:
+        with warnings.catch_warnings():
+            # A foreign pickle protocol only draws a warning before the refusal below.
+            warnings.simplefilter("ignore", UserWarning)
+            content = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a foreign or crafted file
+        raise _not_read(source, str(err)) from None
+    header_text = content.get("header") if isinstance(content, dict) else None
+    tensors = content.get("tensors") if isinstance(content, dict) else None
+    if not isinstance(header_text, str) or not isinstance(tensors, dict):
+        raise StateError(f"{source}: not a matchopt model file (no header)")
+    return header_text, tensors
+
+
 def _not_read(source: str, reason: str) -> StateError:
     reason = " ".join(reason.split())[:160]
     return StateError(
@@ -829,18 +898,10 @@ def load_state(data: bytes, kind: str, source: str = "model") -> Any:
             anything matchopt does not load, or objects that fail their checks (see the module
             notes); the message names the file and where the problem is.
     """
-    _check_archive(data, source)
-    try:
-        with warnings.catch_warnings():
-            # A foreign pickle protocol only draws a warning before the refusal below.
-            warnings.simplefilter("ignore", UserWarning)
-            content = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a foreign or crafted file
-        raise _not_read(source, str(err)) from None
-    header_text = content.get("header") if isinstance(content, dict) else None
-    tensors = content.get("tensors") if isinstance(content, dict) else None
-    if not isinstance(header_text, str) or not isinstance(tensors, dict):
-        raise StateError(f"{source}: not a matchopt model file (no header)")
+    if data[:4] == b"PK\x03\x04":  # the older format: a torch.save archive
+        header_text, tensors = _read_torch_archive(data, source)
+    else:
+        header_text, tensors = _read_safetensors(data, source)
     if len(header_text) > MAX_HEADER_CHARS:
         raise StateError(
             f"{source}: not a valid matchopt model file (its header takes "
