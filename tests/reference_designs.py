@@ -1,9 +1,10 @@
 """Designs of every method's quick preset on both embedded tasks, pinned to one kernel set.
 
 Refactors must not change what a method proposes. ``python tests/reference_designs.py OUT.npz
-[METHOD ...]`` stores the designs of every registered method (or of those named; quick preset,
-seed 0, 32 designs) on both embedded tasks; ``tests/test_reference_designs.py`` recomputes them
-and compares bitwise.
+[METHOD ...]`` stores the designs of every registered method (or of those named, kept beside the
+file's others; quick preset, seed 0, 32 designs) on both embedded tasks;
+``tests/test_reference_designs.py`` recomputes them and compares bitwise with
+``tests/data/reference_designs.npz``.
 
 Floats depend on the summation order of the kernels, which depends on the processor's
 instruction set and the thread count (see ``tests/roundoff.py``). Both sides therefore run in a
@@ -50,13 +51,19 @@ def compute(names: list[str] | None = None) -> dict:
 
 
 def main(path: str, names: list[str]) -> None:
+    """Write the designs of ``names`` (every registered method when empty) to ``path``; with
+    names, the file's other entries are kept (a method whose arithmetic changed is stored
+    again, the others stay as they were)."""
     for key, value in PINNED_ENV.items():
         if os.environ.get(key) != value:
             command = [sys.executable, __file__, path, *names]
             os.execvpe(sys.executable, command, {**os.environ, **PINNED_ENV})
     import numpy as np
 
-    np.savez_compressed(path, **compute(names or None))
+    kept = {}
+    if names and os.path.exists(path):
+        kept = dict(np.load(path, allow_pickle=False))
+    np.savez_compressed(path, **{**kept, **compute(names or None)})
 
 
 if __name__ == "__main__":

@@ -1,4 +1,12 @@
-"""Same seed, same designs, before and after a refactor: every method, both embedded tasks."""
+"""Same seed, same designs: every registered method, both embedded tasks, against one golden file.
+
+``tests/data/reference_designs.npz`` holds the quick-preset designs (seed 0, 32 designs) of every
+registered method on both embedded tasks, computed with pinned kernels
+(``tests/reference_designs.py``). A refactor must leave them bit for bit; a change of a method's
+arithmetic regenerates that method's entries, with the reason in the commit:
+
+    python tests/reference_designs.py tests/data/reference_designs.npz [METHOD ...]
+"""
 
 import subprocess
 import sys
@@ -6,55 +14,22 @@ from pathlib import Path
 
 import numpy as np
 
+from matchopt.methods import METHODS
+
 HERE = Path(__file__).parent
-BEFORE = HERE / "data" / "quick_designs_before_redesign.npz"
-#: Designs of methods whose random draws changed on purpose after the redesign, stored then
-#: (``python tests/reference_designs.py OUT.npz bonet mins``): since issue 28 BONET's transformer
-#: is written with the seed dimension first, so that seeds train as one batch; each seed's initial
-#: weights and dropout masks come from its own generators, no longer from torch's global one.
-#: MINs alone trains as a seed stack of one (its Adam's beta1 = 0 turns round-off into 2 lr
-#: moves, so only the batch's own kernels keep a batched seed on its run alone's path).
-RESEEDED = HERE / "data" / "quick_designs_after_reseeding.npz"
+GOLDEN = HERE / "data" / "reference_designs.npz"
+TASKS = ("styblinski-tang", "potts")
 
 
-def test_every_quick_preset_proposes_what_it_did_before_the_redesign(tmp_path):
-    """Designs stored before the redesign of issue 11 (tests/reference_designs.py pins kernels)."""
+def test_every_registered_method_proposes_its_reference_designs(tmp_path):
     now = tmp_path / "now.npz"
     subprocess.run(
         [sys.executable, str(HERE / "reference_designs.py"), str(now)], check=True, timeout=900
     )
-    before = dict(np.load(BEFORE, allow_pickle=False))
-    reseeded = dict(np.load(RESEEDED, allow_pickle=False))
-    assert set(reseeded) <= set(before)
-    before |= reseeded
+    golden = dict(np.load(GOLDEN, allow_pickle=False))
     after = dict(np.load(now, allow_pickle=False))
-    # Methods registered after the redesign (MATCH-OPT ensemble) have no stored designs.
-    assert set(before) <= set(after)
-    assert {key.split("/")[1] for key in set(after) - set(before)} <= NEWER
-    changed = [key for key in before if not same_designs(key, before[key], after[key])]
+    # Every registered method is in the golden file, by construction of the check.
+    expected = {f"{task}/{method}" for task in TASKS for method in METHODS}
+    assert set(golden) == expected, "regenerate: python tests/reference_designs.py ..."
+    changed = [key for key in golden if not np.array_equal(golden[key], after[key])]
     assert not changed, f"designs changed for {changed}"
-
-
-#: Methods whose training moved to torch's fused Adam, skips zero-weight bootstrap rows or trains
-#: small ensemble members in lockstep (issue 12): the same computation in another summation order.
-#: Their continuous designs may move by float rounding (measured at most 3e-6 on designs of size
-#: 15); discrete ones stay equal.
-ROUNDING_CHANGED = {
-    "coms", "mins", "ddom", "cbas", "ga", "ens-mean", "ens-min", "cma-es", "bo-qei",
-}  # fmt: skip
-
-
-#: Methods registered after the designs above were stored.
-NEWER = {
-    "matchopt-ens", "matchopt-ens-rank", "matchopt-ens-l2", "matchopt-ens-mix",
-    "ens-mean-small", "auto",
-}  # fmt: skip
-
-
-def same_designs(key: str, before: np.ndarray, after: np.ndarray) -> bool:
-    if np.array_equal(before, after):
-        return True
-    method = key.split("/")[1]
-    if method not in ROUNDING_CHANGED or before.dtype.kind != "f":
-        return False
-    return bool(np.allclose(after, before, rtol=1e-6, atol=1e-5))
