@@ -161,9 +161,10 @@ def test_markdown_tables(results):
 
 def test_latex_tables(results):
     text = write_report(results, (100,), "latex")
-    # score, summary, ablation, runtime, missing cells
-    assert text.count("\\begin{tabular}") == 5
-    assert text.count("\\toprule") == 5 and text.count("\\bottomrule") == 5
+    # score, summary, ablation, runtime, missing cells, records of an older format (the
+    # fixture's records keep no environment)
+    assert text.count("\\begin{tabular}") == 6
+    assert text.count("\\toprule") == 6 and text.count("\\bottomrule") == 6
     assert "Method & ant (published) & ant & tf\\_bind & MNR \\\\" in text
     assert "coms & 0.885 $\\pm$ 0.024 & \\textbf{0.950} (1) [1 seed] & -- & 0.333 \\\\" in text
     assert (
@@ -677,3 +678,17 @@ def test_scores_never_show_a_negative_zero():
 
     assert _SCORE.format(-0.0004) == "0.000" and _SCORE.format(-0.0006) == "-0.001"
     assert _SCORE.format(0.12345) == "0.123"
+
+
+def test_records_of_an_older_format_are_marked(results):
+    path = results / "ant" / "coms" / "seed0.json"
+    record = json.loads(path.read_text())
+    record["extra"] = {}
+    path.write_text(json.dumps(record))
+    for other in results.rglob("seed*.json"):
+        if other != path and not other.name.endswith(".error.json"):
+            data = json.loads(other.read_text())
+            data["extra"] = {"environment": {"device": "cpu"}}
+            other.write_text(json.dumps(data))
+    section = write_report(results).split("## Records of an older format")[1]
+    assert "| ant    | coms     | 0       |" in section and "tf_bind" not in section

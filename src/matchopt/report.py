@@ -775,7 +775,27 @@ def write_report(
     missing = missing_cells(results_dir, records, methods)
     if len(missing):
         parts.append(_missing_table(style, missing))
+    older = older_format_cells(records)
+    if older:
+        rows = [[style.name(task), style.name(method), seeds] for task, method, seeds in older]
+        note = (
+            "Records without the environment of their run (device, threads, the commit of the "
+            "code): written by matchopt before records kept it. Their scores stand; their "
+            "times and code cannot be traced; rerun the cell to replace them."
+        )
+        parts.append(
+            style.table("Records of an older format", ["Task", "Method", "Seeds"], rows, note)
+        )
     return "\n\n".join(parts) + "\n"
+
+
+def older_format_cells(records: Sequence[RunRecord]) -> list[tuple[str, str, str]]:
+    """(task, method, seeds) of the records without ``extra.environment`` (an older format)."""
+    cells: dict[tuple[str, str], list[int]] = {}
+    for record in records:
+        if "environment" not in record.extra:
+            cells.setdefault((record.task, record.method), []).append(record.seed)
+    return [(t, m, ",".join(map(str, sorted(s)))) for (t, m), s in sorted(cells.items())]
 
 
 # --------------------------------------------------------------------------- figures
