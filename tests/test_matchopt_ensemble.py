@@ -110,7 +110,7 @@ def test_a_trust_radius_must_be_positive(field, value):
 
 @pytest.mark.parametrize(
     ("field", "value", "message"),
-    [("bold_pessimism", "-1", "must be >= 0"), ("bold_designs", "-1", "integer >= 0")],
+    [("bold_pessimism", "-1", r"must be in \[0, 10\]"), ("bold_designs", "-1", "integer >= 0")],
 )
 def test_the_portfolio_refuses_negative_values(field, value, message):
     with pytest.raises(ConfigError, match=f"{field}=.*{message}"):

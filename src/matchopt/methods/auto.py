@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.data import OfflineData
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS, Method, build_config
@@ -64,7 +65,7 @@ class AutoConfig:
     """Members are judged after a fit on the rows at or below this quantile of the scores."""
     judged_designs: int = 128
     """Designs each pseudo-offline fit proposes for the judge."""
-    pessimism: float = field(default=1.0, metadata={"range": (0.0, 10.0)})
+    pessimism: float = pessimism_field(1.0)
     """The judge score is the surrogates' mean minus this times their spread."""
     min_distance: float = field(default=0.01, metadata={"range": (0.0, 1.0)})
     """No two continuous designs closer than this (root-mean-square difference per feature, in

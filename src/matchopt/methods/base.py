@@ -573,14 +573,11 @@ MINIMUM = {
 def check_config(config: Any, allow_zero_counts: bool = False) -> None:
     """Refuse values no method can run with, naming the field and its allowed range.
 
-    Integer fields are counts (>= 1, or :data:`MINIMUM`); floats are finite; learning
-    rates (``lr`` and ``*_lr``), scales, step lengths and trust radii (``*_scale``, ``*_step``,
-    ``*trust_radius*``) are > 0,
-    ``*pessimism`` >= 0; widths (tuples of ints) are >= 1;
-    ``validation_fraction`` is in [0, 0.5]; a field with a ``range`` in its metadata is in that
-    closed range. ``allow_zero_counts`` lowers every count's minimum
-    to 0 (configs built in code, e.g. an untrained model for a test); negative counts are always
-    refused.
+    Integer fields are counts (>= 1, or :data:`MINIMUM`); floats are finite; a field that states
+    its range in its metadata (:mod:`matchopt.config_fields`: learning rates, step lengths, trust
+    radii, pessimism, shares, ...) is in it; widths (tuples of ints) are >= 1.
+    ``allow_zero_counts`` lowers every count's minimum to 0 (configs built in code, e.g. an
+    untrained model for a test); negative counts are always refused.
 
     Raises:
         ConfigError: the first field out of range.
@@ -589,29 +586,18 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
         value = getattr(config, f.name)
         if value is None or isinstance(value, (bool, str)):
             continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f.name, value, "must be a finite number")
         if "range" in f.metadata:  # a field that states its own range
             low, high = f.metadata["range"]
-            if not low <= value <= high:
-                raise ConfigError(f.name, value, f"must be in [{low}, {high}]")
+            above = f.metadata.get("above", False)
+            if not ((value > low if above else value >= low) and value <= high):
+                shown = f"> {low:g}" if above and high == math.inf else f"in [{low:g}, {high:g}]"
+                raise ConfigError(f.name, value, f.metadata.get("words", f"must be {shown}"))
         if isinstance(value, int):
             low = 0 if allow_zero_counts else MINIMUM.get(f.name, 1)
             if value < low:
                 raise ConfigError(f.name, value, f"must be an integer >= {low}")
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                raise ConfigError(f.name, value, "must be a finite number")
-            if (f.name == "lr" or f.name.endswith("_lr")) and value <= 0:
-                raise ConfigError(f.name, value, "a learning rate must be > 0")
-            if f.name.endswith("_scale") and value <= 0:
-                raise ConfigError(f.name, value, "a scale must be > 0")
-            if f.name.endswith("_step") and value <= 0:
-                raise ConfigError(f.name, value, "a step length must be > 0")
-            if "trust_radius" in f.name and value <= 0:
-                raise ConfigError(f.name, value, "a trust radius must be > 0 (none: no bound)")
-            if f.name.endswith("pessimism") and value < 0:
-                raise ConfigError(f.name, value, "must be >= 0 (0: the ensemble mean)")
-            if f.name == "validation_fraction" and not 0 <= value <= 0.5:
-                raise ConfigError(f.name, value, "must be in [0, 0.5]")
         elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
             if any(v < 1 for v in value):
                 raise ConfigError(f.name, ",".join(map(str, value)), "widths must be >= 1")

@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -81,7 +82,7 @@ class BDIConfig:
     """independent: each design is its own high-scoring set (code); joint: one set of n designs."""
     search_steps: int = 200
     """Adam steps on the designs."""
-    search_lr: float | None = None
+    search_lr: float | None = learning_rate(None)
     """Adam step size; None = 0.1 for discrete designs (logits), 0.001 for continuous ones."""
     init: str = field(default="topk", metadata={"choices": START_CHOICES})
     """Search starts: topk (code), random offline rows, or gaussian N(0, I)."""

@@ -81,6 +81,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots
+from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -127,7 +128,7 @@ class BONETConfig:
     """Training epochs (each visits every trajectory window once)."""
     batch_size: int = 128
     """Windows per optimizer step."""
-    lr: float = 1e-4
+    lr: float = learning_rate(1e-4)
     """AdamW learning rate."""
     weight_decay: float = 0.1
     """AdamW weight decay (linear and attention weights only)."""

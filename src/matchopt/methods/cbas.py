@@ -47,6 +47,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
@@ -66,7 +67,7 @@ class CbASConfig:
     """Hidden layer widths of every ensemble member."""
     ensemble_epochs: int = 100
     """Training epochs of every ensemble member."""
-    ensemble_lr: float = 3e-4
+    ensemble_lr: float = learning_rate(3e-4)
     """Adam learning rate of the ensemble."""
     ensemble_batch_size: int = 100
     """Mini-batch size of the ensemble."""
@@ -74,7 +75,7 @@ class CbASConfig:
     """Dimension of the VAE latent z."""
     vae_hidden: tuple[int, ...] = (256,)
     """Hidden layer widths of the VAE encoder and decoder."""
-    vae_lr: float = 3e-4
+    vae_lr: float = learning_rate(3e-4)
     """Adam learning rate of the VAEs (p, and q across all rounds)."""
     vae_beta: float = 1.0
     """Weight of the KL term of the ELBO."""

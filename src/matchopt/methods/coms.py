@@ -43,6 +43,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots, state_problem
+from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import (
@@ -68,15 +69,15 @@ class ComsConfig:
     """Training epochs over the offline data."""
     batch_size: int = 128
     """Rows per training batch."""
-    lr: float = 3e-4
+    lr: float = learning_rate(3e-4)
     """Adam learning rate of the model."""
     initial_alpha: float = 0.1
     """Initial value of the Lagrange multiplier alpha (log alpha is trained)."""
-    alpha_lr: float = 0.01
+    alpha_lr: float = learning_rate(0.01)
     """Adam learning rate of log alpha."""
     tau: float | None = None
     """Overestimation limit; None = 2.0 for discrete designs, 0.5 for continuous ones."""
-    particle_lr: float | None = None
+    particle_lr: float | None = learning_rate(None)
     """Ascent step before the sqrt(dim) scaling; None = 2.0 discrete, 0.05 continuous."""
     train_steps: int = 50
     """Gradient-ascent steps that make the negatives of each batch."""

@@ -57,6 +57,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots
+from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -87,7 +88,7 @@ class DdomConfig:
     """Passes over the offline data (the paper's 1000; costly on CPU, see the docstring)."""
     batch_size: int = 128
     """Rows per Adam step."""
-    lr: float = 1e-3
+    lr: float = learning_rate(1e-3)
     """Adam learning rate."""
     n_bins: int = 20
     """Histogram bins of the sample reweighting."""

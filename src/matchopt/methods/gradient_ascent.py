@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from matchopt.config_fields import learning_rate
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.search import START_CHOICES, gradient_ascent
@@ -48,7 +49,7 @@ class GradientAscentConfig(EnsembleConfig):
     """Training epochs of every model (the paper uses 50 on superconductor)."""
     batch_size: int = 128
     """Mini-batch size of model training."""
-    lr: float = 3e-4
+    lr: float = learning_rate(3e-4)
     """Adam learning rate of model training."""
     aggregation: str = field(default="mean", metadata={"choices": ("mean", "min")})
     """How member means are combined into the ascended score: mean (Ens-Mean) or min (Ens-Min)."""
@@ -56,7 +57,7 @@ class GradientAscentConfig(EnsembleConfig):
     """Train each model on its own bootstrap of the data (design-baselines does, even for GA)."""
     search_steps: int = 200
     """Gradient-ascent steps on the designs."""
-    search_lr: float = 0.01
+    search_lr: float = learning_rate(0.01)
     """Base step size; the step is search_lr * sqrt(number of features)."""
     init: str = field(default="topk", metadata={"choices": START_CHOICES})
     """Search starts: topk (design-baselines), random offline rows, or gaussian N(0, I)."""

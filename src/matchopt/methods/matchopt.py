@@ -49,6 +49,7 @@ from matchopt.checkpoints import (
     is_number,
     shown,
 )
+from matchopt.config_fields import learning_rate, scale, share
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -80,7 +81,7 @@ class GradientMatchingConfig:
     """Number of rank buckets = points per trajectory = the script's batch size."""
     epochs: int = 200
     """Training epochs; each draws n // trajectory_length trajectories."""
-    lr: float = 1e-4
+    lr: float = learning_rate(1e-4)
     """Adam learning rate of the surrogate."""
     quadrature: str = field(
         default="trapezoid", metadata={"choices": ("trapezoid", "left-riemann", "exact")}
@@ -99,15 +100,15 @@ class MatchOptConfig(GradientMatchingConfig):
 
     search_steps: int = 150
     """Adam steps on the designs."""
-    search_lr: float | None = None
+    search_lr: float | None = learning_rate(None)
     """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
-    search_lr_scale: float = 1.0
+    search_lr_scale: float = scale(1.0)
     """Multiplies the search step size (``search_lr`` or its default); 1 = the paper."""
     init: str = field(default="topk", metadata={"choices": START_CHOICES})
     """Search starts: topk (paper), random offline rows, or gaussian N(0, I) (script, TF-Bind)."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
     """How the loss gradient is computed: closed form (fused) or autograd; both are exact."""
-    validation_fraction: float = 0.0
+    validation_fraction: float = share(0.0, 0.5)
     """Share of offline rows held out of training to score checkpoints; 0 = none (the paper)."""
     validation_split: str = field(default="random", metadata={"choices": SPLITS})
     """Held-out rows: random (stratified by rank) or top (the highest y; extrapolation)."""

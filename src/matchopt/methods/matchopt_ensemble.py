@@ -43,6 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from matchopt.config_fields import pessimism as pessimism_field
+from matchopt.config_fields import step_length
+from matchopt.config_fields import trust_radius as trust_radius_field
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import MIN_ROWS
@@ -68,13 +71,13 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """Weight of the ListNet ranking term over each trajectory; 0: MATCH-OPT's loss only."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
     """How the loss gradient is computed (both exact)."""
-    pessimism: float = 1.0
+    pessimism: float = pessimism_field(1.0)
     """The score is mean - pessimism * std over members (0: the ensemble mean)."""
     n_starts: int = 512
     """Search paths, from the best offline designs (at least the number of designs asked)."""
     search_steps: int = 200
     """Adam steps of every path."""
-    search_step: float = 1.0
+    search_step: float = step_length(1.0)
     """Length (L2, normalized features) of one search step: Adam's rate is this / sqrt(d)."""
     path_every: int = 10
     """Every this many steps a path's point becomes a candidate design."""
@@ -83,19 +86,19 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     support: str = field(default="pairs", metadata={"choices": ("none", "pairs")})
     """Token designs: ``pairs`` drops candidates holding a pair of neighbouring tokens that no
     offline row scoring above the offline minimum holds (a feasibility prior); none: no check."""
-    trust_radius: float | None = 0.5
+    trust_radius: float | None = trust_radius_field(0.5)
     """Continuous designs: each path stays within this root-mean-square change per normalized
     feature of its start (projected after each step); None: no bound. Tokens use ``support``."""
-    trust_radius_l2: float | None = None
+    trust_radius_l2: float | None = trust_radius_field(None)
     """Continuous designs: each path also stays within this Euclidean distance (normalized
     features) of its start, whatever the dimension (a bound on the whole move, where
     ``trust_radius`` bounds the move per feature); None: no bound."""
     bold_designs: int = 0
     """How many of the designs come from a second, bolder search (a portfolio: the others
     come from the search above); 0: none."""
-    bold_pessimism: float = 0.0
+    bold_pessimism: float = pessimism_field(0.0)
     """The bolder search's ``pessimism``."""
-    bold_trust_radius: float | None = None
+    bold_trust_radius: float | None = trust_radius_field(None)
     """The bolder search's ``trust_radius`` (``trust_radius_l2`` and the box are kept)."""
     average_replicates: bool = False
     """Fit on one row per distinct design, its score the mean of its rows (tables of replicated,

@@ -56,6 +56,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots
+from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, SeedBatch, end_seed_epoch, seed_losses_check
@@ -86,7 +87,7 @@ class MinsConfig:
     """One generator step per this many critic steps."""
     penalty_weight: float = 10.0
     """Weight of the WGAN-GP gradient penalty."""
-    lr: float = 2e-4
+    lr: float = learning_rate(2e-4)
     """Adam learning rate (generator and critic)."""
     beta1: float = 0.0
     """Adam beta1 (generator and critic)."""

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
@@ -67,11 +68,11 @@ class RomaConfig:
     """Warm-up epochs (reference: 50 Superconductor and D'Kitty, 100 Ant, 200 Hopper)."""
     batch_size: int = 128
     """Rows per warm-up batch."""
-    lr: float = 1e-3
+    lr: float = learning_rate(1e-3)
     """Adam learning rate of the warm-up."""
     perturb_steps: int = 20
     """Normalized ascent steps on the weights (raising the NLL) per warm-up batch."""
-    inner_lr: float = 5e-3
+    inner_lr: float = learning_rate(5e-3)
     """Total size of the weight perturbation and of the adaptation (reference: 5e-4 on
     Superconductor)."""
     clip_norm: float = 1.0
@@ -84,7 +85,7 @@ class RomaConfig:
     """Weight of the NLL term in the adaptation loss (the reference's alpha)."""
     region: float = 4.0
     """Trust region: the search penalty is (mu(x) - mu(x_init))^2 / (2 region)."""
-    search_lr: float = 3e-3
+    search_lr: float = learning_rate(3e-3)
     """Adam learning rate on the designs (reference: 2e-3 on Hopper)."""
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, by_design_type
@@ -36,7 +37,7 @@ class UntrainedConfig:
     """LeakyReLU slope."""
     search_steps: int = 150
     """Adam steps on the designs."""
-    search_lr: float | None = None
+    search_lr: float | None = learning_rate(None)
     """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
     init: str = field(default="topk", metadata={"choices": START_CHOICES})
     """Search starts: topk (as MATCH-OPT), random offline rows, or gaussian N(0, I)."""

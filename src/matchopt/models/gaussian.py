@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from matchopt.config_fields import learning_rate
 from matchopt.errors import MatchoptError
 from matchopt.models.ensemble_cache import EnsembleCache, ensemble_key
 from matchopt.models.mlp import ACTIVATIONS, mlp_layers
@@ -44,7 +45,7 @@ class EnsembleConfig:
     """Training epochs of every member."""
     batch_size: int = 100
     """Mini-batch size of surrogate training."""
-    lr: float = 1e-3
+    lr: float = learning_rate(1e-3)
     """Adam learning rate of surrogate training."""
 
 
