@@ -332,3 +332,16 @@ def test_averaging_replicates_fits_one_row_per_design():
     assert method.data_.y[0] == pytest.approx(data.y[row].mean())
     proposals = method.propose(16)
     assert len(np.unique(proposals, axis=0)) == 16
+
+
+def test_token_designs_change_at_most_max_changes_positions_from_their_start():
+    from matchopt.tasks import load_task
+
+    data = load_task("potts").offline
+    free = make_method("matchopt-ens", "quick", seed=0).fit(data)
+    bounded = make_method("matchopt-ens", "quick", {"max_changes": "2"}, seed=0).fit(data)
+    designs = bounded.propose(16)
+    nearest = np.array([(data.x != row).sum(axis=1).min() for row in designs])
+    assert nearest.max() <= 2 and len(np.unique(designs, axis=0)) == 16
+    farthest = max((data.x != row).sum(axis=1).min() for row in free.propose(16))
+    assert farthest > 2  # the bound is what keeps them close

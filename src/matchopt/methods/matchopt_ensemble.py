@@ -29,7 +29,8 @@ top to bottom:
    way among designs not taken yet; the cautious search gives the others.
 6. **Options for noisy tables and labs** (off by default): ``average_replicates`` fits on one
    row per distinct design (the mean of its replicates); ``min_distance`` keeps continuous
-   designs at least that far apart.
+   designs at least that far apart; ``max_changes`` bounds how many positions a token design
+   changes from its path's start.
 
 Nothing here reads an oracle. The search defaults were chosen on the development suite
 (docs/suite.md: the search settings).
@@ -46,7 +47,7 @@ import torch
 from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.config_fields import step_length
 from matchopt.config_fields import trust_radius as trust_radius_field
-from matchopt.data import OfflineData
+from matchopt.data import OfflineData, top_rows
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import MIN_ROWS
 from matchopt.methods.matchopt import GradientMatchingConfig, MatchOpt, rank_buckets
@@ -100,6 +101,9 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """The bolder search's ``pessimism``."""
     bold_trust_radius: float | None = trust_radius_field(None)
     """The bolder search's ``trust_radius`` (``trust_radius_l2`` and the box are kept)."""
+    max_changes: int | None = None
+    """Token designs: a candidate may differ from its path's start (an offline row) in at most
+    this many positions; None: no bound (continuous designs use the trust radii)."""
     average_replicates: bool = False
     """Fit on one row per distinct design, its score the mean of its rows (tables of replicated,
     noisy measurements); False: every row as it is."""
@@ -251,6 +255,10 @@ class MatchOptEnsemble(MatchOpt):
         designs, scores, n_paths = self._candidates(n, pessimism, trust_radius)
         if self.config_.support == "pairs" and self.data_.space.is_discrete:
             scores = np.where(self._pairs_seen(designs), scores, -np.inf)
+        if self.config_.max_changes is not None and self.data_.space.is_discrete:
+            scores = np.where(
+                self._changes(designs, n_paths) <= self.config_.max_changes, scores, -np.inf
+            )
         excluded = offline if taken is None else np.concatenate([offline, taken])
         continuous = not self.data_.space.is_discrete
         picked = select_per_path(
@@ -323,6 +331,13 @@ class MatchOptEnsemble(MatchOpt):
             del cache[next(iter(cache))]
         cache[key] = (designs, scores, n_paths)
         return cache[key]
+
+    def _changes(self, designs: np.ndarray, n_paths: int) -> np.ndarray:
+        """Positions (n,) in which each candidate (checkpoint-major) differs from its path's
+        start, the offline row it started from (the paths start from the best rows)."""
+        starts = self.data_.x[top_rows(self.data_.y, n_paths)].reshape(n_paths, -1)
+        flat = designs.reshape(-1, n_paths, starts.shape[1])
+        return (flat != starts[None]).sum(axis=2).reshape(-1)
 
     def _pairs_seen(self, designs: np.ndarray) -> np.ndarray:
         """Whether every pair of neighbouring tokens of each design (n,) occurs in an offline
