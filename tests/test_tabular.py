@@ -829,6 +829,67 @@ def test_min_distance_and_diversity_hold_in_the_proposals():
         TableOptimizer(target="y", method="random", min_distance=-1).fit(numeric_frame())
 
 
+def dna_frame(n: int = 300) -> pd.DataFrame:
+    """``n`` distinct DNA 8-mers (4**8 = 65,536 possible), activity rising with G and C."""
+    rng = np.random.default_rng(5)
+    tokens = np.unique(rng.integers(0, 4, (2 * n, 8)), axis=0)[:n]
+    rng.shuffle(tokens)
+    activity = (tokens == 2).sum(1) + 0.5 * (tokens == 1).sum(1) + rng.normal(0, 0.3, n)
+    return pd.DataFrame({"seq": ["".join("ACGT"[t] for t in row) for row in tokens],
+                         "activity": activity})  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["ga", "ens-mean"])
+def test_a_search_that_converges_is_continued_until_n_new_sequences_exist(method):
+    # GA's ascent on 300 DNA 8-mers returns one new design; the search goes on around it and
+    # around the best rows until 128 distinct, unmeasured sequences exist.
+    frame = dna_frame()
+    settings = dict(target="activity", sequence="seq", alphabet="ACGT", preset="quick", seed=3)
+    opt = TableOptimizer(**settings, method=method).fit(frame)
+    with pytest.warns(ProposalWarning, match=r"of the 128 proposals come from .*neighbours"):
+        proposals = opt.propose(128)
+    assert len(proposals) == 128 and proposals["seq"].is_unique
+    assert not set(proposals["seq"]) & set(frame["seq"])
+    assert (proposals["nearest_hamming"] >= 1).all()
+    assert "neighbour" in set(proposals["origin"]) <= {"search", "neighbour"}
+    predicted = proposals["predicted_activity"].to_numpy()
+    assert (np.diff(predicted) <= 0).all()  # best predicted first, neighbours included
+    again = TableOptimizer(**settings, method=method).fit(frame).propose(128)
+    pd.testing.assert_frame_equal(again, proposals)  # same seed, same designs
+
+
+def test_diversity_searches_on_instead_of_shrinking_the_output():
+    frame = numeric_frame(120)
+    opt = TableOptimizer(target="y", method="ga", preset="quick", seed=0, diversity=0.5)
+    with pytest.warns(ProposalWarning, match="neighbours"):
+        proposals = opt.fit(frame).propose(32)
+    assert len(proposals) == 32
+    designs = opt.schema_.encode(proposals)
+    for i in range(1, len(designs)):
+        nearest = opt.schema_.nearest_distances(designs[i : i + 1], designs[:i])[0]
+        assert nearest >= 0.5
+    assert (proposals["a"].between(0, 1) & proposals["b"].between(2, 9)).all()
+
+
+def test_neighbours_change_the_stated_number_of_letters_and_stay_in_range():
+    rng = np.random.default_rng(0)
+    sequences = TableOptimizer(target="y", sequence="seq", method="random").fit(
+        sequence_frame()
+    ).schema_  # fmt: skip
+    parents = rng.integers(0, 4, (5, 6))
+    for radius in (1, 3, 6, 9):
+        moved = sequences.neighbours(parents, radius, 40, rng)
+        changed = (moved != parents[np.arange(40) % 5]).sum(1)
+        assert (changed == min(radius, 6)).all() and moved.max() < 4 and moved.min() >= 0
+    table = TableOptimizer(target="y", categorical=["solvent"], method="random")
+    table = table.fit(mixed_frame()).schema_
+    parents = table.encode(mixed_frame().head(4))
+    moved = table.neighbours(parents, 16, 200, rng)
+    rows = table.decode(moved)
+    assert rows["a"].between(0, 1).all() and rows["b"].between(2, 9).all()
+    assert set(rows["solvent"]) == set(SOLVENTS)  # other categories are tried
+
+
 def test_a_warning_when_predictions_fall_below_the_best_measured_value():
     opt = TableOptimizer(target="y", method="ga", preset="quick", seed=0).fit(numeric_frame(80))
     best = numeric_frame(80)["y"].max()
@@ -855,7 +916,7 @@ def test_a_min_distance_no_candidate_reaches_is_an_error_and_writes_nothing(caps
     opt = TableOptimizer(target="y", method="random", preset="quick", seed=0, min_distance=100).fit(
         frame
     )
-    with pytest.warns(ProposalWarning, match="no new designs: none of the .* min_distance 100"):
+    with pytest.warns(ProposalWarning, match="no new designs: .* none at least min_distance 100"):
         proposals = opt.propose(8)
     assert len(proposals) == 0
     assert list(proposals.columns) == NUMERIC_PROPOSAL_COLUMNS

@@ -33,8 +33,16 @@ How proposals are made:
    sequences, else Euclidean with numeric columns in units of their std and 1 per differing
    categorical column.
 
-If fewer than ``n`` new designs remain, :meth:`TableOptimizer.propose` returns those and warns
-(:class:`ProposalWarning`) with the count.
+6. **Neighbours.** When fewer than ``n`` designs remain after deduplication and the
+   ``min_distance`` / ``diversity`` limits (a search that converges to a few designs, a small
+   sequence space), the search goes on around what it found: random neighbours of the kept
+   designs and of the best measured rows (one more changed letter per round for sequences; a
+   Gaussian step of a quarter of each numeric column's std per round, and other categories, for
+   tables), ranked by the same surrogate, up to 16 rounds. Such rows are marked ``neighbour``
+   in an ``origin`` column (the method's own: ``search``), and a warning gives the count.
+
+If fewer than ``n`` new designs remain even then, :meth:`TableOptimizer.propose` returns those
+and warns (:class:`ProposalWarning`) with the count and the cause.
 
 Saving (:meth:`TableOptimizer.save`) writes the whole fitted optimizer (schema, method with its
 configuration, seed and trained networks, ranking surrogate) as JSON and tensors
@@ -45,6 +53,7 @@ code.
 from __future__ import annotations
 
 import io
+import math
 import os
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -55,7 +64,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from matchopt.data import OfflineData
+from matchopt.data import OfflineData, top_rows
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.io import atomic_write_bytes
@@ -98,6 +107,12 @@ MAX_PROPOSALS = 100_000
 MAX_OVERSAMPLE = 100
 #: Most proposal rounds of a method whose proposals are samples.
 MAX_ROUNDS = 3
+#: Neighbour search when the method's designs are too few: rounds (radii), candidates per
+#: round in multiples of ``n`` (and at most about this many array entries), random stream.
+NEIGHBOUR_RADII = 16
+NEIGHBOURS_PER_ROUND = 8
+NEIGHBOUR_ENTRIES = 4_000_000
+NEIGHBOUR_STREAM = 7
 
 #: Ranking surrogate for methods without ``predict``, per preset (as CMA-ES / BO-qEI's ensemble).
 RANKER_PRESETS: dict[str, EnsembleConfig] = {
@@ -600,35 +615,34 @@ class TableOptimizer:
                 if count > first:  # a call for `first` designs again would repeat them
                     pool.add(self._propose_designs(count))
                 count *= 4
-        self.n_candidates_ = pool.candidates
-        if pool.size == 0:
-            warnings.warn(
-                f"no new designs: all {pool.candidates} candidates of {self.method} repeat "
-                "measured rows; try another method or --bounds",
-                ProposalWarning,
-                stacklevel=2,
-            )
-            return pool.empty()
         designs, table = pool.designs(), pool.table()
-        predicted = self._predict(designs)
+        predicted = self._predict(designs) if len(designs) else np.empty(0)
         schema = self.schema_
         distances = schema.nearest_distances(designs, self.data_.x)
         # The method's own designs come first; the best-predicted extra candidates fill the rest.
         extra = np.arange(len(own), len(designs))
         ranked_extra = extra[np.argsort(-predicted[extra], kind="stable")]
-        order = np.concatenate([np.arange(len(own)), ranked_extra])
+        order = np.concatenate([np.arange(len(own)), ranked_extra]).astype(np.int64)
         order = order[distances[order] >= self.min_distance]
-        if len(order) == 0:
+        chosen = self._diverse(designs, order, n)
+        searched = len(chosen)
+        radius = 0
+        if searched < n:
+            designs, table, predicted, distances, chosen, radius = self._fill_with_neighbours(
+                pool, designs, table, predicted, distances, chosen, n
+            )
+        self.n_candidates_ = pool.candidates
+        if len(chosen) == 0:
             warnings.warn(
-                f"no new designs: none of the {len(designs)} new candidates of {self.method} is "
-                f"at least min_distance {self.min_distance:g} from every measured row (the "
-                f"farthest is {distances.max():.4g})",
+                f"no new designs: {self._shortfall_cause(pool, distances)}; try another "
+                "method, --bounds or a smaller min_distance",
                 ProposalWarning,
                 stacklevel=2,
             )
             return pool.empty()
-        chosen = self._diverse(designs, order, n)
-        chosen = chosen[np.argsort(-predicted[chosen], kind="stable")]
+        origin = np.where(np.isin(chosen, chosen[:searched]), "search", "neighbour")
+        ranked = np.argsort(-predicted[chosen], kind="stable")
+        chosen, origin = chosen[ranked], origin[ranked]
         out = table.iloc[chosen].reset_index(drop=True)
         out[schema.prediction_name] = schema.user_scores(predicted[chosen])
         # Spread of the ensemble's members: the same in the user's sign.
@@ -636,18 +650,27 @@ class TableOptimizer:
         out[schema.distance_name] = (
             distances[chosen].astype(np.int64) if schema.sequence is not None else distances[chosen]
         )
+        if searched < len(out):
+            out["origin"] = origin
+            moved = "changed letters" if schema.sequence is not None else "steps of std/4"
+            warnings.warn(
+                f"{searched} of the {len(out)} proposals come from {self.method}'s search (the "
+                "others it returned repeat measured rows or each other, or fail the distance "
+                f"limits); the other {len(out) - searched} are the best-predicted neighbours "
+                f"(1 to {radius} {moved}) of them and of the best measured rows, ranked by "
+                f"{self.ranking_} (column origin)",
+                ProposalWarning,
+                stacklevel=2,
+            )
         if getattr(self, "choice_", None):
             # The member a per-table choice picked, in the file itself (CSV has no metadata);
             # Parquet files also keep the protocol scores in their pandas metadata.
             out["proposed_by"] = self.choice_["choice"]
             out.attrs["matchopt"] = {"method": self.method, **self.choice_}
         if len(out) < n:
-            why = "repeat measured rows or each other"
-            if self.min_distance or self.diversity:
-                why += " or are closer than min_distance / diversity allow"
             warnings.warn(
-                f"only {len(out)} new designs (asked for {n}): the {pool.candidates} "
-                f"candidates of {self.method} {why}",
+                f"only {len(out)} new designs (asked for {n}): "
+                f"{self._shortfall_cause(pool, distances)}",
                 ProposalWarning,
                 stacklevel=2,
             )
@@ -665,11 +688,14 @@ class TableOptimizer:
             )
         return out
 
-    def _diverse(self, designs: np.ndarray, order: np.ndarray, n: int) -> np.ndarray:
-        """The first ``n`` of ``order`` that are at least ``diversity`` from each other."""
+    def _diverse(
+        self, designs: np.ndarray, order: np.ndarray, n: int, kept: Sequence[int] = ()
+    ) -> np.ndarray:
+        """``kept``, then the first of ``order`` that are at least ``diversity`` from each other
+        and from ``kept``, up to ``n`` in all."""
+        kept = [int(i) for i in kept]
         if not self.diversity:
-            return order[:n]
-        kept: list[int] = []
+            return np.asarray(kept + [int(i) for i in order[: max(0, n - len(kept))]], np.int64)
         for index in order:
             if len(kept) == n:
                 break
@@ -679,6 +705,68 @@ class TableOptimizer:
             ):
                 kept.append(int(index))
         return np.asarray(kept, dtype=np.int64)
+
+    def _fill_with_neighbours(
+        self,
+        pool: _Pool,
+        designs: np.ndarray,
+        table: pd.DataFrame,
+        predicted: np.ndarray,
+        distances: np.ndarray,
+        chosen: np.ndarray,
+        n: int,
+    ) -> tuple[np.ndarray, pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, int]:
+        """Search on until ``n`` designs pass the distance limits: random neighbours
+        (:meth:`TableSchema.neighbours`) of the designs kept so far and of the best measured
+        rows, one more changed letter (or a longer step) each round, the best-predicted first.
+
+        Returns the pool's designs, table, predictions and distances, the chosen indices and
+        the last radius tried."""
+        schema = self.schema_
+        rng = np.random.default_rng([self.seed, NEIGHBOUR_STREAM])
+        best_rows = self.data_.x[top_rows(self.data_.y, min(len(self.data_), n))]
+        width = designs.shape[1] if designs.ndim == 2 else self.data_.x.shape[1]
+        count = min(NEIGHBOURS_PER_ROUND * n, max(1024, NEIGHBOUR_ENTRIES // max(1, width)))
+        radius = 0
+        most = NEIGHBOUR_RADII if schema.sequence is None else schema.sequence.length
+        for radius in range(1, min(most, NEIGHBOUR_RADII) + 1):
+            if len(chosen) >= n:
+                break
+            parents = np.concatenate([designs[chosen], best_rows.astype(designs.dtype)])
+            new = pool.add(schema.neighbours(parents, radius, count, rng))
+            if not len(new):
+                continue
+            new_predicted = self._predict(new)
+            new_distances = schema.nearest_distances(new, self.data_.x)
+            first = len(designs)
+            designs = np.concatenate([designs, new.astype(designs.dtype)])
+            predicted = np.concatenate([predicted, new_predicted])
+            distances = np.concatenate([distances, new_distances])
+            order = first + np.argsort(-new_predicted, kind="stable")
+            order = order[distances[order] >= self.min_distance]
+            chosen = self._diverse(designs, order, n, kept=chosen)
+        return designs, pool.table(), predicted, distances, chosen, radius
+
+    def _shortfall_cause(self, pool: _Pool, distances: np.ndarray) -> str:
+        """Why fewer designs than asked for came back, in words."""
+        schema = self.schema_
+        if schema.sequence is not None:
+            k, length = len(schema.sequence.alphabet), schema.sequence.length
+            if length * math.log10(k) < 15:
+                left = k**length - len(np.unique(self.data_.x, axis=0))
+                if pool.size >= left:
+                    return f"the space holds only {left:,} sequences not measured"
+        why = f"the {pool.candidates:,} candidates (the method's and their neighbours) "
+        if self.min_distance and (not len(distances) or distances.max() < self.min_distance):
+            farthest = f"{distances.max():.4g}" if len(distances) else "none"
+            return why + (
+                f"hold none at least min_distance {self.min_distance:g} from every measured "
+                f"row (the farthest is {farthest})"
+            )
+        why += "repeat measured rows or each other"
+        if self.min_distance or self.diversity:
+            why += " or are closer than min_distance / diversity allow"
+        return why
 
     # -- saving --
 

@@ -497,6 +497,42 @@ class TableSchema:
         encoded = self.encode(rows, "proposals")
         return rows, self.space.validate(encoded, "proposals")
 
+    def neighbours(
+        self, designs: np.ndarray, radius: int, count: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """``count`` random neighbours of ``designs`` (n x d, parents drawn in turn).
+
+        Sequences: ``radius`` positions (at most the length) each get another letter. Other
+        tables: every numeric column moves by a Gaussian step of ``radius / 4`` of its std
+        (then clipped to its range), and each categorical column takes another category with
+        probability ``radius / (radius + 4)``.
+        """
+        designs = np.asarray(designs)
+        parents = designs[np.arange(count) % len(designs)].copy()
+        if self.sequence is not None:
+            k, length = len(self.sequence.alphabet), self.sequence.length
+            moved = min(radius, length)
+            positions = np.argsort(rng.random((count, length)), axis=1)[:, :moved]
+            rows = np.arange(count)[:, None]
+            shift = rng.integers(1, k, size=(count, moved))
+            parents[rows, positions] = (parents[rows, positions] + shift) % k
+            return parents
+        parents = parents.astype(np.float64)
+        start = 0
+        for column in self.columns:
+            width = _width(column)
+            if isinstance(column, NumericColumn):
+                step = rng.normal(0.0, radius / 4 * column.scale, size=count)
+                parents[:, start] = np.clip(parents[:, start] + step, column.low, column.high)
+            elif width > 1:
+                switch = rng.random(count) < radius / (radius + 4)
+                current = parents[:, start : start + width].argmax(1)
+                new = (current + rng.integers(1, width, size=count)) % width
+                codes = np.where(switch, new, current)
+                parents[:, start : start + width] = np.eye(width)[codes]
+            start += width
+        return parents
+
     def category_blocks(self) -> list[tuple[str, slice]]:
         """Each categorical column's name and the slice of its one-hot block in a design."""
         blocks, start = [], 0
