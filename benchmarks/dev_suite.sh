@@ -10,7 +10,8 @@
 #                                                  # round3 | round3-hopper |
 #                                                  # round4 | round4-hopper |
 #                                                  # extended-replicates | extended-utr |
-#                                                  # round5 | round5-hopper | pool)
+#                                                  # round5 | round5-hopper | pool |
+#                                                  # round6 | round6-hopper)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -122,6 +123,8 @@ case "$LANE" in
     extended-utr) extended utr extended-utr ;;
     round5) round5_extended auto candidates-r5 ;;
     round5-hopper) later_round_hopper auto candidates-r5 ;;
+    round6) round5_extended matchopt-ens-mix-near candidates-r6 ;;
+    round6-hopper) later_round_hopper matchopt-ens-mix-near candidates-r6 ;;
     pool) pool ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
@@ -132,12 +135,13 @@ case "$LANE" in
         ;;
     *)
         echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
-            "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool" \
+            "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool," \
+            "round6, round6-hopper" \
             "or both, not $LANE" >&2
         exit 2
         ;;
 esac
 
-$MATCHOPT report "$OUT" --methods "auto,matchopt-ens-mix,$COMPARED_BASELINES" \
+$MATCHOPT report "$OUT" --methods "matchopt-ens-mix-near,auto,matchopt-ens-mix,$COMPARED_BASELINES" \
     --plots "$OUT-figures" > "$OUT-report.md"
 echo "report: $OUT-report.md, figures in $OUT-figures"
