@@ -204,7 +204,10 @@ def test_tasks_and_methods_listing(tmp_path):
     assert "missing" in result.stdout and "embedded" in result.stdout
     result = matchopt("methods")
     assert result.returncode == 0 and "matchopt-noreg" in result.stdout
-    assert len(result.stdout.strip().splitlines()) < 25  # one line per method
+    from matchopt.methods import METHODS
+
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == len(METHODS) + 2  # one line per method, then a blank line and a hint
     result = matchopt("methods", "matchopt")
     assert result.returncode == 0
     assert "epochs = 200  [quick: 4" in result.stdout  # paper value, then other presets
@@ -226,6 +229,7 @@ def test_tasks_lists_the_suites():
 def test_bench_suite_runs_the_suites_tasks(monkeypatch):
     from matchopt import cli
     from matchopt.bench.grid import GridSummary
+    from matchopt.cli import commands
     from matchopt.tasks import SUITES
 
     seen = []
@@ -234,7 +238,7 @@ def test_bench_suite_runs_the_suites_tasks(monkeypatch):
         seen.append(grid)
         return GridSummary(out=out, total=0)
 
-    monkeypatch.setattr(cli, "run_grid", fake_run_grid)
+    monkeypatch.setattr(commands, "run_grid", fake_run_grid)
     assert cli.main(["bench", "--suite", "dev", "--methods", "random", "--out", "unused"]) == 0
     assert seen[0].tasks == list(SUITES["dev"])
 

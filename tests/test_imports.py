@@ -114,3 +114,26 @@ def test_methods_and_models_never_import_tasks(layer):
 def test_the_cycle_finder_finds_cycles():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_command_line_parser_imports_nothing_heavy():
+    # `matchopt --help` starts fast because parsing imports no numerical library; the commands
+    # import what they need once the arguments are parsed (benchmarks/cli_startup.py times it).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from matchopt.cli import build_parser, main\n"
+        "build_parser().format_help()\n"
+        "heavy = ('torch', 'numpy', 'pandas', 'sklearn', 'scipy', 'matplotlib', 'tqdm')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+    # The package's public names still resolve (imported on first use).
+    assert matchopt.MatchOpt.__name__ == "MatchOpt"
+    assert set(matchopt.__all__) <= set(dir(matchopt))
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        matchopt.nothing  # noqa: B018

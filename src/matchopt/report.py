@@ -33,10 +33,10 @@ import pandas as pd
 from matchopt.errors import MatchoptError, printable
 from matchopt.evaluation import percentile
 from matchopt.io import atomic_write_bytes
+from matchopt.names import FORMATS
 from matchopt.published import SOURCE, published_cell, published_tasks
 from matchopt.records import RunRecord, is_number, load_records
 
-FORMATS = ("md", "latex", "csv")
 ABLATION_METHODS = ("matchopt", "matchopt-noreg")
 CURVE_PERCENTILES = tuple(range(101))
 

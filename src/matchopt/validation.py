@@ -41,8 +41,8 @@ from scipy import stats
 from sklearn.metrics import ndcg_score
 
 from matchopt.errors import MatchoptError
+from matchopt.names import SPLITS
 
-SPLITS = ("random", "top")
 #: Metric name -> True where larger is better.
 METRICS: dict[str, bool] = {
     "spearman": True,

@@ -30,6 +30,7 @@ from matchopt.methods.base import build_config
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.models.ensemble_cache import training_fields
 from matchopt.models.gaussian import trains_grouped
+from matchopt.names import BACKENDS
 from matchopt.records import (
     RunRecord,
     read_record,
@@ -39,7 +40,6 @@ from matchopt.records import (
 from matchopt.runtime import MAX_SEED, check_threads, default_threads, resolve_device
 from matchopt.tasks import TASKS, resolve_data_dir
 
-BACKENDS = ("local", "ray")
 #: Held by a running bench in its results folder: a second bench on the folder stops at once.
 LOCK_FILE = ".matchopt-bench.lock"
 #: Folder (under the snapshots) of the Gaussian ensembles shared by the cells of one job.

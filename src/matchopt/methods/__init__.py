@@ -14,6 +14,7 @@ from matchopt.methods.auto import AutoChoice
 from matchopt.methods.base import Method, MethodEntry, build_config
 from matchopt.methods.matchopt import MatchOpt, MatchOptConfig
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
+from matchopt.names import RECOMMENDED_METHOD
 
 #: Every registered method: the single ones, then the per-table choice among some of them.
 METHODS: dict[str, MethodEntry] = {
@@ -24,11 +25,6 @@ METHODS: dict[str, MethodEntry] = {
         "table itself (pseudo-offline split)",
     ),
 }
-
-# Chosen on the development suite by the criteria written in docs/suite.md before the
-# comparisons ran (the record of every round is there); changed only by a new comparison,
-# never by a test-task score.
-RECOMMENDED_METHOD = "matchopt-ens-mix"
 
 
 def get_method_entry(name: str) -> MethodEntry:

@@ -44,9 +44,6 @@ if TYPE_CHECKING:
 
     from matchopt.checkpoints import TrainingCheckpoint
 
-#: Every method has ``paper`` and ``quick``; MATCH-OPT also ``validated`` (checkpoint chosen on
-#: held-out offline rows) and its small twin ``validated-quick``. Others refuse those by name.
-PRESETS = ("paper", "quick", "validated", "validated-quick")
 #: Fewest rows any method is fitted on: one row cannot show how the score varies.
 MIN_ROWS = 2
 #: What a method's model file holds under "kind" (:mod:`matchopt.state`).

@@ -50,6 +50,12 @@ SINGLE_METHODS: dict[str, MethodEntry] = {
         "per-feature radius)",
         {"trust_radius_l2": 4.0, "bold_designs": 16},
     ),
+    "matchopt-ens-mix-near": MethodEntry(
+        MatchOptEnsemble,
+        "matchopt-ens-mix with token designs at most 8 positions from their start row and no two "
+        "continuous designs closer than 0.01 (root-mean-square per feature over the box)",
+        {"trust_radius_l2": 4.0, "bold_designs": 16, "max_changes": 8, "min_distance": 0.01},
+    ),
     "coms": MethodEntry(Coms, "COMs: conservative objective model + gradient ascent"),
     "bdi": MethodEntry(BDI, "BDI: bidirectional NTK losses minimized from the top designs"),
     "roma": MethodEntry(Roma, "RoMA: robust warm-up + search with model adaptation"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from matchopt.errors import MatchoptError
+from matchopt.names import DEFAULT_TASK, SUITES
 from matchopt.tasks.base import DATA_DIR_ENV, Task, resolve_data_dir
 from matchopt.tasks.botorch_functions import BOTORCH_TASKS
 from matchopt.tasks.design_bench import UTR, Superconductor, TFBind8, TFBind10
@@ -32,30 +33,6 @@ TASKS: dict[str, type[Task]] = {
         *BOTORCH_TASKS,
     )
 }
-DEFAULT_TASK = StyblinskiTang.name
-
-#: Named sets of tasks (``matchopt bench --suite NAME``). ``dev``: the development suite that
-#: methods and their rules are chosen on (docs/suite.md); the paper's other Design-Bench tasks
-#: (tfbind10, superconductor, ant, dkitty, hopper) stay out of it, for confirmation.
-SUITES: dict[str, tuple[str, ...]] = {
-    "dev": (
-        "tfbind8",
-        "potts",
-        "ehrlich-4x16",
-        "ehrlich-4x32",
-        "ehrlich-20x64",
-        "styblinski-tang",
-        "hartmann6",
-        "rosenbrock20",
-        "levy40",
-        "hopper-local",
-        "utr",
-        "tfbind8-replicates",
-        "potts-replicates",
-    ),
-}
-
-
 def get_suite(name: str) -> tuple[str, ...]:
     """The task names of a registered suite."""
     if name not in SUITES:

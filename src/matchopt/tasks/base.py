@@ -16,8 +16,7 @@ import numpy as np
 
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.errors import MatchoptError
-
-DATA_DIR_ENV = "MATCHOPT_DATA_DIR"
+from matchopt.names import DATA_DIR_ENV
 
 
 def default_data_dir() -> Path:

@@ -1,23 +1,5 @@
-"""Command-line interface: a thin layer over :mod:`matchopt.runner` and the registries.
-
-    matchopt run [--task T] [--method M] [--seeds 0,1,2,3] [--preset paper|quick]
-                 [--data-dir D] [--out DIR] [--set key=value ...] [--json]
-    matchopt bench --tasks T1,T2 | --suite S --methods M1,M2 --seeds 0,1,2,3 --out DIR [--preset P]
-                   [--backend local|ray] [--workers N] [--ray-address ADDR] [--batch-seeds]
-                   [--set key=value ...]
-    matchopt report DIR [--percentiles 100,50] [--format md|latex|csv] [--plots DIR]
-    matchopt study gradient-error [--out DIR] [--seed S] [--epochs E] ...
-    matchopt study checkpoint-selection --task T[,T2] --seeds 0,1 --every K [--split random|top]
-    matchopt study search-step --task T[,T2] --seeds 0,1 [--scales 1,2,4,8,16]
-    matchopt study search-settings --grid KEY=V1,V2 [--grid ...] --task T[,T2] | --suite S
-    matchopt optimize DATA --target COL [--minimize] [--categorical A,B] [--sequence COL]
-                      [--method M] [--n 128] [--out proposals.csv] [--save-model PATH] ...
-    matchopt propose --model PATH [--n 128] [--out proposals.csv]
-    matchopt tasks [--data-dir D]
-    matchopt methods [NAME]
-
-Errors a user can cause print one line (``matchopt: error: ...``) and exit with status 2.
-"""
+"""The commands of the command line, one function each (``cmd_<name>``), called by
+:func:`matchopt.cli.main` with the parsed arguments."""
 
 from __future__ import annotations
 
@@ -27,35 +9,30 @@ import os
 import sys
 from pathlib import Path
 
-from matchopt._version import __version__
 from matchopt.bench import Grid, run_grid
 from matchopt.bench.cells import Cell, run_cell, save_record
 from matchopt.bench.grid import (
-    BACKENDS,
     LOCK_FILE,
     check_results_folder,
     finished_record,
     first_repeated,
 )
 from matchopt.checkpoints import save_on_interrupt
-from matchopt.errors import ConfigError, MatchoptError, printable
+from matchopt.cli.parser import DEFAULT_OUT
+from matchopt.errors import MatchoptError, printable
 from matchopt.io import FileLocked, check_output_folder, file_lock
 from matchopt.methods import METHODS, RECOMMENDED_METHOD, get_method_entry
-from matchopt.methods.base import PRESETS, build_config, parse_set_options
+from matchopt.methods.base import build_config, parse_set_options
 from matchopt.records import RunRecord, summary_table
-from matchopt.report import FORMATS, write_report
+from matchopt.report import write_report
 from matchopt.runtime import (
-    DEVICE_ENV,
     MAX_SEED,
-    THREADS_ENV,
     check_threads,
     keep_freed_memory,
     resolve_device,
-    set_threads,
 )
 from matchopt.tasks import (
     DATA_DIR_ENV,
-    DEFAULT_TASK,
     SUITES,
     TASKS,
     Task,
@@ -65,18 +42,6 @@ from matchopt.tasks import (
     task_name,
 )
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
-from matchopt.validation import SPLITS
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors are one line too."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise MatchoptError(message)
-
-
-#: The output of ``optimize`` and ``propose`` when ``--out`` is not given.
-DEFAULT_OUT = "proposals.csv"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -91,225 +56,6 @@ def parse_seeds(text: str) -> list[int]:
     if len(set(seeds)) != len(seeds):
         raise MatchoptError(f"--seeds {text}: a seed is repeated (each seed is one run)")
     return seeds
-
-
-def seed_number(text: str) -> int:
-    """argparse type of ``--seed``: an integer from 0 to :data:`~matchopt.runtime.MAX_SEED`."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if seed < 0 or seed > MAX_SEED:
-        raise argparse.ArgumentTypeError(f"{seed}: seeds are integers from 0 to {MAX_SEED}")
-    return seed
-
-
-def add_threads_option(parser: argparse.ArgumentParser, what: str = "this run") -> None:
-    parser.add_argument(
-        "--threads",
-        default=None,
-        metavar="N",
-        help=f"compute threads of {what} (default: ${THREADS_ENV}, else half the cores, 1-4)",
-    )
-
-
-def add_device_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--device",
-        default=None,
-        help=f"torch device: cpu, cuda, cuda:N, mps or auto (default: ${DEVICE_ENV}, else cpu)",
-    )
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="matchopt", description="Offline black-box optimization (MATCH-OPT).")
-    parser.add_argument("--version", action="version", version=f"matchopt {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    p_run = sub.add_parser("run", help="run a method on a task for some seeds and score it")
-    p_run.add_argument("--task", default=DEFAULT_TASK, help=f"task name (default {DEFAULT_TASK})")
-    p_run.add_argument("--method", default="matchopt", help="method name (default matchopt)")
-    p_run.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
-    p_run.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
-    p_run.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
-    p_run.add_argument("--out", default="runs", help="folder for records (default ./runs)")
-    p_run.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config field, e.g. --set epochs=50 (repeatable)",
-    )
-    p_run.add_argument("--json", action="store_true", help="stdout: one JSON record per line")
-    p_run.add_argument(
-        "--download", action="store_true", help="fetch missing design-bench files first"
-    )
-    add_threads_option(p_run)
-    add_device_option(p_run)
-
-    p_bench = sub.add_parser(
-        "bench", help="run a grid of tasks x methods x seeds; resumable, one record per cell"
-    )
-    which = p_bench.add_mutually_exclusive_group(required=True)
-    which.add_argument("--tasks", help="comma-separated task names")
-    which.add_argument(
-        "--suite", choices=tuple(SUITES), help="a named set of tasks (`matchopt tasks` lists them)"
-    )
-    p_bench.add_argument("--methods", required=True, help="comma-separated method names")
-    p_bench.add_argument("--seeds", default="0,1,2,3", help="comma-separated (default 0,1,2,3)")
-    p_bench.add_argument("--out", required=True, help="results folder (reruns skip its records)")
-    p_bench.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
-    p_bench.add_argument("--backend", default="local", choices=BACKENDS, help="default: local")
-    p_bench.add_argument(
-        "--workers", type=int, default=None, help="cells run at once (default: one per core)"
-    )
-    p_bench.add_argument("--ray-address", default=None, help="Ray cluster (default: start one)")
-    p_bench.add_argument(
-        "--batch-seeds",
-        action="store_true",
-        help="train the seeds of a method that can (ddom, coms, mins, bonet and the Gaussian "
-        "ensembles) as one batch: one step for all seeds (for GPUs; the same records up to "
-        "float round-off)",
-    )
-    p_bench.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
-    p_bench.add_argument(
-        "--download", action="store_true", help="fetch missing design-bench files first"
-    )
-    p_bench.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="[TASK:][METHOD.]KEY=VALUE",
-        help="override a config field of every method that has it, or of one method; "
-        "TASK: limits it to one task",
-    )
-    add_threads_option(p_bench, "each cell (default: as run, at most cores // workers)")
-    add_device_option(p_bench)
-
-    p_report = sub.add_parser("report", help="tables and figures from a folder of records")
-    p_report.add_argument("dir", help="results folder (records at any depth below it)")
-    p_report.add_argument("--percentiles", default="100,50", help="default: 100,50")
-    p_report.add_argument("--format", default="md", choices=FORMATS, help="default: md")
-    p_report.add_argument("--plots", default=None, help="folder for PNG figures and their CSVs")
-    p_report.add_argument("--tasks", default=None, help="only these tasks (comma-separated)")
-    p_report.add_argument(
-        "--suite", default=None, choices=tuple(SUITES), help="only the tasks of this suite"
-    )
-    p_report.add_argument("--methods", default=None, help="only these methods (comma-separated)")
-    p_report.add_argument(
-        "--summary",
-        action="store_true",
-        help="only the summary over the tasks: each method's MNR and median wins (md, latex)",
-    )
-
-    p_study = sub.add_parser("study", help="the paper's synthetic studies")
-    studies = p_study.add_subparsers(dest="study", required=True, parser_class=_Parser)
-    p_grad = studies.add_parser(
-        "gradient-error", help="Fig. 1: gradient error of MATCH-OPT vs regression on Shekel 4-d"
-    )
-    p_grad.add_argument("--out", default="study-gradient-error", help="folder for CSV and PNG")
-    add_threads_option(p_grad)
-    p_grad.add_argument("--n-train", type=int, default=1000, help="training inputs from N(0, I)")
-    p_grad.add_argument("--alphas", default="0.1,0.2,0.5,1.0", help="test inputs from N(0, a I)")
-    p_grad.add_argument("--n-test", type=int, default=1000, help="test inputs per alpha")
-    p_grad.add_argument("--seed", type=seed_number, default=0)
-    p_grad.add_argument("--epochs", type=int, default=200, help="training epochs of both models")
-    p_grad.add_argument("--batch-size", type=int, default=128, help="trajectory length / batch")
-
-    p_check = studies.add_parser(
-        "checkpoint-selection",
-        help="which held-out metric picks MATCH-OPT's good checkpoints (oracle-scored study)",
-    )
-    p_check.add_argument("--task", default=DEFAULT_TASK, help="task name(s), comma-separated")
-    p_check.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
-    p_check.add_argument("--every", type=int, default=10, help="epochs between checkpoints")
-    p_check.add_argument(
-        "--split",
-        default="random",
-        help=f"held-out rows: {' and/or '.join(SPLITS)}, comma-separated",
-    )
-    p_check.add_argument("--fraction", type=float, default=0.1, help="share of rows held out")
-    p_check.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
-    p_check.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override"
-    )
-    p_check.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
-    p_check.add_argument("--out", default="study-checkpoint-selection", help="folder for outputs")
-    add_threads_option(p_check)
-
-    p_step = studies.add_parser(
-        "search-step",
-        help="how far MATCH-OPT's search should move designs (oracle-scored study)",
-    )
-    p_step.add_argument("--task", default=DEFAULT_TASK, help="task name(s), comma-separated")
-    p_step.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
-    p_step.add_argument(
-        "--scales", default="1,2,4,8,16", help="search_lr_scale values, comma-separated"
-    )
-    p_step.add_argument("--preset", default="validated", choices=PRESETS, help="default: validated")
-    p_step.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override"
-    )
-    p_step.add_argument("--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})")
-    p_step.add_argument("--out", default="study-search-step", help="folder for outputs")
-    add_threads_option(p_step)
-
-    p_settings = studies.add_parser(
-        "search-settings",
-        help="one training per task and seed, searched with a grid of settings (oracle-scored)",
-    )
-    p_settings.add_argument(
-        "--method",
-        default=RECOMMENDED_METHOD,
-        help=f"method name (default {RECOMMENDED_METHOD}, the recommended one)",
-    )
-    p_settings.add_argument(
-        "--grid",
-        action="append",
-        required=True,
-        metavar="KEY=V1,V2",
-        help="a search field and its values, e.g. --grid search_step=0.1,0.3 (repeatable)",
-    )
-    p_settings.add_argument("--task", default=DEFAULT_TASK, help="task name(s), comma-separated")
-    p_settings.add_argument(
-        "--suite", default=None, choices=tuple(SUITES), help="the tasks of this suite"
-    )
-    p_settings.add_argument("--seeds", default="0", help="comma-separated seeds (default 0)")
-    p_settings.add_argument("--preset", default="paper", choices=PRESETS, help="default: paper")
-    p_settings.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="config override"
-    )
-    p_settings.add_argument(
-        "--data-dir", default=None, help=f"design-bench data (or ${DATA_DIR_ENV})"
-    )
-    p_settings.add_argument("--out", default="study-search-settings", help="folder for outputs")
-    add_threads_option(p_settings)
-
-    p_data = sub.add_parser("data", help="fetch design-bench data files or show which are here")
-    data_sub = p_data.add_subparsers(dest="data_command", required=True, parser_class=_Parser)
-    p_fetch = data_sub.add_parser(
-        "fetch",
-        help="download TASK... files from huggingface.co/datasets/beckhamc/design_bench_data",
-    )
-    p_fetch.add_argument("tasks", nargs="+", metavar="TASK")
-    p_fetch.add_argument(
-        "--data-dir", default=None, help=f"data folder (or ${DATA_DIR_ENV}; default: a cache dir)"
-    )
-    p_status = data_sub.add_parser("status", help="which tasks' files are present")
-    p_status.add_argument("--data-dir", default=None)
-    p_status.add_argument(
-        "--verify",
-        action="store_true",
-        help="check the sha256 of files with a known digest (built in, or recorded by data fetch)",
-    )
-
-    add_table_parsers(sub)
-
-    p_tasks = sub.add_parser("tasks", help="list tasks and whether their data is present")
-    p_tasks.add_argument("--data-dir", default=None)
-    p_methods = sub.add_parser("methods", help="list methods, or one method's config fields")
-    p_methods.add_argument("name", nargs="?", default=None, metavar="NAME", help="a method")
-    return parser
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -653,99 +399,6 @@ def field_docs(config_class: type) -> dict[str, str]:
     return docs
 
 
-def add_table_parsers(sub: argparse._SubParsersAction) -> None:
-    """``optimize`` and ``propose``: optimize a user's own CSV/Parquet table."""
-    p_opt = sub.add_parser(
-        "optimize", help="fit a method on your own CSV/Parquet table and propose new rows"
-    )
-    p_opt.add_argument("data", metavar="DATA", help="CSV or Parquet file, one measured row each")
-    p_opt.add_argument("--target", required=True, help="the column to maximize (or minimize)")
-    p_opt.add_argument("--minimize", action="store_true", help="lower target values are better")
-    p_opt.add_argument(
-        "--features", default=None, metavar="A,B", help="feature columns (default: all others)"
-    )
-    p_opt.add_argument(
-        "--categorical", default="", metavar="A,B", help="feature columns holding categories"
-    )
-    p_opt.add_argument(
-        "--categories",
-        default="search",
-        choices=("search", "keep"),
-        help="search (default): each proposal's categories are the ones the ranking surrogate "
-        "predicts best, one column at a time; keep: as the method's search left them (almost "
-        "always its start row's)",
-    )
-    p_opt.add_argument(
-        "--sequence", default=None, metavar="COL", help="a fixed-length sequence column"
-    )
-    p_opt.add_argument(
-        "--alphabet", default=None, metavar="LETTERS", help="its letters (default: those used)"
-    )
-    p_opt.add_argument(
-        "--bounds",
-        action="append",
-        default=[],
-        metavar="COL=LO:HI",
-        help="range of a numeric column's proposals (default: its observed range; repeatable)",
-    )
-    p_opt.add_argument(
-        "--method",
-        default=RECOMMENDED_METHOD,
-        help=f"method name (default {RECOMMENDED_METHOD}, the recommended one: `matchopt methods`)",
-    )
-    p_opt.add_argument(
-        "--preset",
-        default=None,
-        choices=PRESETS,
-        help="default: validated where the method has it (checkpoint chosen on held-out rows), "
-        "else paper",
-    )
-    p_opt.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field"
-    )
-    p_opt.add_argument("--n", type=int, default=128, help="proposals to write (default 128)")
-    p_opt.add_argument("--seed", type=seed_number, default=0, help="seed (default 0)")
-    p_opt.add_argument(
-        "--oversample",
-        type=int,
-        default=4,
-        metavar="K",
-        help="top-up pool of K x n candidates when the method's designs repeat rows (default 4)",
-    )
-    p_opt.add_argument(
-        "--out",
-        default=None,
-        help=f"CSV or Parquet output file (default {DEFAULT_OUT}, only if no such file exists)",
-    )
-    p_opt.add_argument("--save-model", default=None, metavar="PATH", help="save the fitted model")
-    p_opt.add_argument(
-        "--min-distance",
-        type=float,
-        default=0.0,
-        metavar="D",
-        help="proposals at least D from every measured row (differing positions, or std units)",
-    )
-    p_opt.add_argument(
-        "--diversity",
-        type=float,
-        default=0.0,
-        metavar="D",
-        help="proposals at least D from each other (same units; best predicted kept first)",
-    )
-    add_threads_option(p_opt)
-    add_device_option(p_opt)
-
-    p_prop = sub.add_parser("propose", help="propose new rows with a model saved by optimize")
-    p_prop.add_argument("--model", required=True, help="file written by optimize --save-model")
-    p_prop.add_argument("--n", type=int, default=128, help="proposals to write (default 128)")
-    p_prop.add_argument(
-        "--out",
-        default=None,
-        help=f"CSV or Parquet output file (default {DEFAULT_OUT}, only if no such file exists)",
-    )
-    add_threads_option(p_prop)
-
-
 def output_path(given: str | None) -> str:
     """``--out``, or :data:`DEFAULT_OUT` where no file of that name exists: a file the user did
     not name is never overwritten."""
@@ -905,94 +558,3 @@ def _propose_and_write(optimizer, n: int, out: Path) -> None:
         lines = proposals.head(10).to_string(index=False).splitlines()
         print("\n".join(printable(line, 20_000) for line in lines))
     print(f"{len(proposals)} proposals -> {printable(out)}")
-
-
-COMMANDS = {
-    "optimize": cmd_optimize,
-    "propose": cmd_propose,
-    "run": cmd_run,
-    "bench": cmd_bench,
-    "report": cmd_report,
-    "study": cmd_study,
-    "data": cmd_data,
-    "tasks": cmd_tasks,
-    "methods": cmd_methods,
-}
-
-
-#: What a command interrupted by Ctrl-C has kept, said after "matchopt: interrupted".
-INTERRUPTED = {
-    "run": " (recorded seeds are kept; rerun the same command to go on: a seed in training "
-    "continues from its last snapshot)",
-    "bench": " (recorded cells are kept; rerun the same command to go on)",
-    "study": " (finished tasks and seeds are kept; rerun the same command to go on)",
-    "optimize": " (no file is left half-written: the proposals are written when ready, then "
-    "the model file)",
-    "propose": " (nothing was written)",
-}
-
-#: Settings that are command-line options of their own (the rest are ``--set`` config fields).
-OPTION_SETTINGS = {"workers": "--workers"}
-
-
-def _as_option(err: ConfigError) -> str:
-    """The error in the words of the command line: the option the user typed."""
-    flag = OPTION_SETTINGS.get(err.key)
-    if flag is not None:
-        return f"{flag} {err.value}: {err.problem}"
-    shown = f"{err.key}={err.value}" if err.value is not None else err.key
-    return f"--set {shown}: {err.problem}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    for stream in (sys.stdout, sys.stderr):
-        # A terminal or pipe that cannot encode a name (PYTHONIOENCODING=ascii) shows escapes.
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")
-    try:
-        args = build_parser().parse_args(argv)
-        if hasattr(args, "threads") and args.command != "bench":
-            set_threads(None if args.threads is None else check_threads(args.threads))
-        code = COMMANDS[args.command](args)
-        sys.stdout.flush()  # a full disk behind stdout shows here, not at exit
-        return code
-    except ConfigError as err:
-        return _error(_as_option(err))
-    except MatchoptError as err:
-        # One line, whatever names or text from files the message quotes.
-        return _error(err)
-    except BrokenPipeError:  # e.g. `matchopt methods | head`
-        return 0
-    except OSError as err:  # a full disk, a file size limit, stdout on /dev/full
-        where = f" ({err.filename})" if err.filename else ""
-        return _error(f"{err.strerror or err}{where}")
-    except KeyboardInterrupt:
-        command = sys.argv[1] if argv is None and len(sys.argv) > 1 else (argv or [""])[0]
-        print(f"matchopt: interrupted{INTERRUPTED.get(command, '')}", file=sys.stderr)
-        return 130
-
-
-def _error(message: object) -> int:
-    """Print one error line (if stderr can take it) and return the exit status 2."""
-    try:
-        print(f"matchopt: error: {printable(message)}", file=sys.stderr)
-        sys.stderr.flush()
-    except OSError:
-        pass
-    _drop_unwritable_stdout()
-    return 2
-
-
-def _drop_unwritable_stdout() -> None:
-    """Discard what a full stdout still buffers, so that the exit does not fail again."""
-    try:
-        sys.stdout.flush()
-    except OSError:
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (for the interpreter's exit)
-        except OSError:
-            pass
-
-
-if __name__ == "__main__":
-    sys.exit(main())
