@@ -33,6 +33,8 @@ TASKS: dict[str, type[Task]] = {
         *BOTORCH_TASKS,
     )
 }
+
+
 def get_suite(name: str) -> tuple[str, ...]:
     """The task names of a registered suite."""
     if name not in SUITES:
