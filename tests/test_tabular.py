@@ -355,6 +355,21 @@ def test_csv_that_is_not_text(capsys, tmp_path):
     assert_one_line_error(code, err, "data.csv", "not UTF-8")
 
 
+@pytest.mark.parametrize("suffix", ["csv", "parquet"])
+def test_a_table_larger_than_memory_allows_is_refused_before_reading(
+    capsys, tmp_path, monkeypatch, suffix
+):
+    path = tmp_path / f"data.{suffix}"
+    frame = numeric_frame(2000)
+    frame.to_csv(path, index=False) if suffix == "csv" else frame.to_parquet(path)
+    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "0.00001")  # about 10 kB
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, f"data.{suffix}", "needs about", "GiB available")
+    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "lots")
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(code, err, "$MATCHOPT_MEMORY_GIB='lots': expected a number of GiB")
+
+
 def test_ragged_csv_row(capsys, csv_file):
     path = csv_file("a,y\n1,2\n3,4,5\n")
     code, _, err = optimize(capsys, path, "--target", "y")

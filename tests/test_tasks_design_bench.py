@@ -158,6 +158,23 @@ def test_load_shards_checks_the_files(tmp_path):
         load_shards(paths)
 
 
+def test_shards_declaring_more_rows_than_memory_holds_are_refused_unread(tmp_path, monkeypatch):
+    # Headers of 150 M rows: sparse files, so the test writes almost nothing.
+    x, y = tmp_path / "a-x-0.npy", tmp_path / "a-y-0.npy"
+    np.lib.format.open_memmap(x, "w+", np.int8, (150_000_000, 8)).flush()
+    np.lib.format.open_memmap(y, "w+", np.float32, (150_000_000, 1)).flush()
+    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "1")
+    with pytest.raises(
+        MatchoptError, match=r"150,000,000 rows .* needs about 3\.4 GiB .* 1\.0 GiB"
+    ):
+        load_shards([x, y], (8,))
+    # A header whose rows the file does not hold is refused too.
+    with open(y, "r+b") as handle:
+        handle.truncate(1000)
+    with pytest.raises(MatchoptError, match="cannot read design-bench file .*a-y-0.npy"):
+        load_shards([x, y], (8,))
+
+
 @pytest.mark.parametrize(
     ("axis", "values", "dtype"),
     [

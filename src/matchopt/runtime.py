@@ -239,3 +239,51 @@ def cuda_indices(device: torch.device | str) -> list[int]:
     if device.type != "cuda":
         return []
     return [torch.cuda.current_device() if device.index is None else device.index]
+
+
+#: Environment variable that sets the memory matchopt may plan to use, in GiB (default: what
+#: the machine, or the container's limit, has available when the check runs).
+MEMORY_ENV = "MATCHOPT_MEMORY_GIB"
+
+
+def available_memory() -> int | None:
+    """Bytes of memory a new allocation can take: ``$MATCHOPT_MEMORY_GIB`` if set, else the
+    smaller of the machine's available memory (``MemAvailable``) and what a cgroup limit
+    leaves; None where neither can be read (then nothing is refused)."""
+    chosen = os.environ.get(MEMORY_ENV)
+    if chosen:
+        try:
+            return int(float(chosen) * 2**30)
+        except ValueError:
+            raise MatchoptError(f"${MEMORY_ENV}={chosen!r}: expected a number of GiB") from None
+    found = []
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with (
+            open("/sys/fs/cgroup/memory.max") as limit,
+            open("/sys/fs/cgroup/memory.current") as current,
+        ):
+            text = limit.read().strip()
+            if text != "max":
+                found.append(max(0, int(text) - int(current.read().strip())))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def check_memory(needed: float, what: str) -> None:
+    """Refuse, before allocating, work whose estimated peak ``needed`` (bytes) exceeds
+    :func:`available_memory`, naming the figure and the limit."""
+    available = available_memory()
+    if available is not None and needed > available:
+        raise MatchoptError(
+            f"{what} needs about {needed / 2**30:.1f} GiB of memory, more than the "
+            f"{available / 2**30:.1f} GiB available (set ${MEMORY_ENV} to plan for another "
+            "limit)"
+        )

@@ -38,6 +38,7 @@ import pandas as pd
 
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError, printable
+from matchopt.runtime import check_memory
 from matchopt.state_checks import (
     check_bool,
     check_int,
@@ -83,7 +84,16 @@ def read_table(path: str | Path) -> pd.DataFrame:
     )
 
 
+#: Peak memory of reading a CSV table and encoding it, in multiples of the file's size
+#: (measured: a 235 MB file of 6 numeric columns peaked at 4.7 times its size).
+CSV_MEMORY_FACTOR = 5
+#: The same for Parquet, in multiples of the columns' uncompressed size (Arrow, then pandas).
+PARQUET_MEMORY_FACTOR = 3
+
+
 def _read_csv(path: Path) -> pd.DataFrame:
+    size = path.stat().st_size
+    check_memory(CSV_MEMORY_FACTOR * size, f"{path}: reading this {size / 2**30:.2f} GiB CSV file")
     try:
         # header=None keeps the header row as written: pandas would rename duplicates (a, a.1).
         raw = pd.read_csv(
@@ -163,6 +173,12 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     try:
         names = pq.read_schema(path).names
         check_column_names(names, str(path))
+        metadata = pq.read_metadata(path)
+        size = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
+        check_memory(
+            PARQUET_MEMORY_FACTOR * size,
+            f"{path}: reading this Parquet file ({size / 2**30:.2f} GiB uncompressed)",
+        )
         frame = pq.read_table(path).to_pandas()
     except MatchoptError:
         raise

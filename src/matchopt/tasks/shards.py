@@ -6,11 +6,13 @@ rows with ``y <= percentile(y_full, max_percentile)``, then optionally a uniform
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from matchopt.errors import MatchoptError
+from matchopt.runtime import check_memory
 
 
 def shard_paths(data_dir: Path | None, folder: str, prefix: str, n_shards: int) -> list[Path]:
@@ -73,8 +75,15 @@ def load_shards(
     total = sum(counts)
     if total == 0:
         raise MatchoptError(f"{x_paths[0].parent}: the shards of {x_paths[0].name} hold no rows")
-    x_all = np.empty((total, *(row_shape or ())), dtype=np.result_type(*x_dtypes))
-    y_all = np.empty(total, dtype=np.result_type(*y_dtypes))
+    x_dtype, y_dtype = np.result_type(*x_dtypes), np.result_type(*y_dtypes)
+    row_bytes = math.prod(row_shape or ()) * x_dtype.itemsize + y_dtype.itemsize
+    # The arrays, and about as much again for the task's offline subset and its encodings.
+    check_memory(
+        2 * total * row_bytes,
+        f"{x_paths[0].parent}: {total:,} rows of shape {tuple(row_shape or ())} (the .npy headers)",
+    )
+    x_all = np.empty((total, *(row_shape or ())), dtype=x_dtype)
+    y_all = np.empty(total, dtype=y_dtype)
     start = 0
     for px, py, n in zip(x_paths, y_paths, counts):
         x_all[start : start + n] = _open_shard(px)
