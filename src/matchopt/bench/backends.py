@@ -24,6 +24,7 @@ from matchopt.bench.cells import (
     init_worker,
     release_ensemble,
 )
+from matchopt.bench.status import RunningCells, run_with_status
 from matchopt.checkpoints import save_on_interrupt
 from matchopt.errors import MatchoptError
 
@@ -41,8 +42,9 @@ def run_local(
 ) -> None:
     """Run jobs on ``workers`` processes (``workers == 1``: in this process, in order);
     ``out``: the results folder (training snapshots of resumable methods go under it);
-    ``progress``: with one worker, each cell shows its method's progress bars (several workers
-    writing bars at once would garble them).
+    ``progress``: with one worker, each cell shows its method's progress bars; with several,
+    each running cell's latest bar is one line under the grid's (:mod:`matchopt.bench.status`:
+    workers send their bars to the driver, which draws them).
 
     Every cell's outcome reaches ``collect`` as soon as the cell ends, also inside a job of
     several cells: the pool runs a job's cells one after another, each as its own task (the
@@ -65,17 +67,24 @@ def run_local(
         initargs=(threads, os.getpid()),
     )
     pending: dict[Future, tuple[Job, list[CellOutcome]]] = {}
+    manager = context.Manager() if progress else None
+    status = manager.Queue() if manager is not None else None
+    running = RunningCells(workers, disable=not progress)
 
     def submit(job: Job, outcomes: list[CellOutcome]) -> None:
         """Queue the job's next cell; a pool that broke meanwhile fails the job's other cells."""
         cell = job.cells[len(outcomes)]
         try:
             if job.seed_batch:  # one task for the whole batch: it trains the seeds together
-                future = pool.submit(execute_seed_batch, job, data_dir, threads, out)
+                task = (execute_seed_batch, job, data_dir, threads, out)
             else:
-                future = pool.submit(
-                    execute_cell, cell, data_dir, threads, out, job.ensemble_folder
-                )
+                task = (execute_cell, cell, data_dir, threads, out, job.ensemble_folder)
+            if status is not None:
+                seeds = ",".join(str(c.seed) for c in job.cells)
+                name = f"{cell.task}/{cell.method}/seeds {seeds}" if job.seed_batch else cell.name
+                future = pool.submit(run_with_status, status, name, *task)
+            else:
+                future = pool.submit(*task)
         except BrokenProcessPool as exc:
             for rest in job.cells[len(outcomes) :]:
                 collect(CellOutcome(rest, error=f"worker process died: {exc}"))
@@ -86,7 +95,9 @@ def run_local(
         for job in jobs:
             submit(job, [])
         while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            done, _ = wait(pending, timeout=0.5 if status else None, return_when=FIRST_COMPLETED)
+            if status is not None:
+                running.drain(status)
             for future in done:
                 job, outcomes = pending.pop(future)
                 cells = (
@@ -113,6 +124,10 @@ def run_local(
             process.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
+    finally:
+        running.close()
+        if manager is not None:
+            manager.shutdown()
     pool.shutdown()
 
 

@@ -22,6 +22,7 @@ from tqdm import tqdm
 from matchopt._version import __version__
 from matchopt.bench.backends import run_local, run_ray
 from matchopt.bench.cells import Cell, CellOutcome, Job, save_record
+from matchopt.bench.status import time_left
 from matchopt.checkpoints import SNAPSHOT_FOLDER
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.io import FileLocked, atomic_write_bytes, check_output_folder, file_lock
@@ -374,6 +375,8 @@ def _run_unlocked(
     workers = min(workers, max(1, len(cells)))
     if threads is None:
         threads = max(1, min(default_threads(), (os.cpu_count() or 1) // workers))
+    # The time left comes from the measured times of the cells that finished in this run (the
+    # median, over the workers), not from tqdm's rate of cells, which swings with cell sizes.
     bar = tqdm(
         total=len(cells),
         initial=len(summary.skipped),
@@ -381,15 +384,19 @@ def _run_unlocked(
         unit="cell",
         disable=not progress,
         dynamic_ncols=True,
+        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
     )
+    cell_seconds: list[float] = []
 
     def collect(outcome: CellOutcome) -> None:
         store_outcome(outcome, out)
         (summary.finished if outcome.ok else summary.failed).append(outcome)
         if outcome.ok:
             summary.records.append(outcome.record)
+            cell_seconds.append(outcome.seconds)
         bar.update(1)
-        bar.set_postfix(failed=len(summary.failed), last=outcome.cell.name, refresh=False)
+        left = time_left(cell_seconds, bar.total - bar.n, workers)
+        bar.set_postfix_str(f"failed {len(summary.failed)}, about {left} left", refresh=True)
 
     try:
         jobs = plan_jobs(todo, out, batch_seeds)
