@@ -576,7 +576,7 @@ def test_a_cells_progress_reaches_the_driver_as_one_line():
     assert running.where == {"b/m/seed0": 1, "c/m/seed0": 0} and not queue
     running.close()
 
-    assert time_left([], 3, 2) == "?" and time_left([60.0, 120.0, 600.0], 0, 2) == "0 min"
+    assert time_left([], 3, 2) == "?" and time_left([60.0, 120.0, 600.0], 0, 2) == "0 s"
     assert time_left([60.0, 120.0, 600.0], 10, 2) == "10 min"  # median 120 s x 10 / 2
     assert time_left([30.0], 2, 1) == "60 s" and time_left([3600.0], 3, 1) == "3.0 h"
 

@@ -108,7 +108,7 @@ class RunningCells:
 def time_left(seconds: Sequence[float], cells_left: int, workers: int) -> str:
     """The grid's time left in words, from the median time of the cells finished so far."""
     if not seconds or cells_left <= 0:
-        return "?" if cells_left > 0 else "0 min"
+        return "?" if cells_left > 0 else "0 s"
     estimate = statistics.median(seconds) * cells_left / max(1, workers)
     if estimate < 90:
         return f"{estimate:.0f} s"
