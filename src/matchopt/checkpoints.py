@@ -136,7 +136,7 @@ def run_key(method: Any, x: np.ndarray, y: np.ndarray) -> str:
     """Digest of what makes a run: method class, config, seed and the offline data."""
     digest = hashlib.sha256()
     config = dataclasses.asdict(method.config_)
-    # A batch of seeds (matchopt.methods.base.SeedBatch) names its method class itself.
+    # A batch of seeds (matchopt.methods.seed_batch.SeedBatch) names its method class itself.
     name = getattr(method, "run_name", type(method).__name__)
     digest.update(json.dumps([name, config, method.seed], default=str).encode())
     digest.update(np.ascontiguousarray(x).tobytes())

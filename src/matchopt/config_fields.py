@@ -1,12 +1,24 @@
-"""Config fields that state their own check, read by
-:func:`~matchopt.methods.base.check_config`: a number's range (and why) in the field's metadata,
-so that a field keeps its check whatever it is named."""
+"""Method configs: fields that state their own check, and the checks that read them.
+
+A field declares its range (and why) or its choices in its dataclass metadata (:func:`number`,
+:func:`count` and the kinds built on them; ``metadata={"choices": ...}``), so that it keeps its
+check whatever it is named. :func:`check_config` and :func:`check_config_types` read them;
+:func:`convert_option` and :func:`parse_set_options` turn ``--set key=value`` text into values.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import types
+import typing
 from dataclasses import field
-from typing import Any
+from typing import Any, get_type_hints
+
+import numpy as np
+
+from matchopt.errors import ConfigError, MatchoptError
+from matchopt.state_checks import describe, is_int, is_number
 
 
 def number(
@@ -23,6 +35,11 @@ def number(
     if words:
         metadata["words"] = words
     return field(default=default, metadata=metadata)
+
+
+def count(default: Any, minimum: int = 1) -> Any:
+    """A count: an integer >= ``minimum`` (fields left as plain ``int`` are counts >= 1)."""
+    return field(default=default, metadata={"minimum": minimum})
 
 
 def learning_rate(default: Any) -> Any:
@@ -53,3 +70,143 @@ def pessimism(default: Any) -> Any:
 def share(default: Any, high: float = 1.0) -> Any:
     """A share of the rows: in [0, high]."""
     return number(default, 0.0, high, words=f"must be in [0, {high:g}]")
+
+
+def by_design_type(value: Any, is_discrete: bool, if_discrete: Any, if_continuous: Any) -> Any:
+    """``value`` when set, else the default for the design type (config fields left None).
+
+    E.g. search step sizes: logits of tokens take larger steps than z-scored floats.
+    """
+    if value is not None:
+        return value
+    return if_discrete if is_discrete else if_continuous
+
+
+def config_choices(config_class: type) -> dict[str, tuple]:
+    """Field name -> allowed values, for fields declared with ``metadata={"choices": ...}``."""
+    return {
+        f.name: f.metadata["choices"]
+        for f in dataclasses.fields(config_class)
+        if "choices" in f.metadata
+    }
+
+
+def convert_option(value: Any, hint: Any, key: str) -> Any:
+    """Convert a ``--set`` string to the type of config field ``key``."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    hint_text = str(hint)
+    optional = " (or none)" if "None" in hint_text else ""
+    if text.lower() == "none" and optional:
+        return None
+    if hint is bool or hint_text.startswith("bool"):
+        if text.lower() in ("1", "true", "yes", "on"):
+            return True
+        if text.lower() in ("0", "false", "no", "off"):
+            return False
+        raise ConfigError(key, value, f"{value!r} is not true or false")
+    readers = (
+        ("tuple" in hint_text, lambda: tuple(int(v) for v in text.split(",") if v.strip()),
+         "integers separated by commas"),
+        (hint is int or hint_text.startswith("int"), lambda: int(text), "an integer"),
+        (hint is float or hint_text.startswith("float"), lambda: float(text), "a number"),
+    )  # fmt: skip
+    for applies, read, words in readers:
+        if applies:
+            try:
+                return read()
+            except ValueError:
+                raise ConfigError(key, value, f"{value!r} is not {words}{optional}") from None
+    return text
+
+
+def check_config(config: Any, allow_zero_counts: bool = False) -> None:
+    """Refuse values no method can run with, naming the field and its allowed range.
+
+    Integer fields are counts (>= 1, or the minimum a :func:`count` field states); floats are
+    finite; a field that states its range (:func:`number` and the kinds built on it: learning
+    rates, step lengths, trust radii, pessimism, shares, ...) is in it; widths (tuples of ints)
+    are >= 1.
+    ``allow_zero_counts`` lowers every count's minimum to 0 (configs built in code, e.g. an
+    untrained model for a test); negative counts are always refused.
+
+    Raises:
+        ConfigError: the first field out of range.
+    """
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if value is None or isinstance(value, (bool, str)):
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f.name, value, "must be a finite number")
+        if "range" in f.metadata:  # a field that states its own range
+            low, high = f.metadata["range"]
+            above = f.metadata.get("above", False)
+            if not ((value > low if above else value >= low) and value <= high):
+                shown = f"> {low:g}" if above and high == math.inf else f"in [{low:g}, {high:g}]"
+                raise ConfigError(f.name, value, f.metadata.get("words", f"must be {shown}"))
+        if isinstance(value, int):
+            low = 0 if allow_zero_counts else f.metadata.get("minimum", 1)
+            if value < low:
+                raise ConfigError(f.name, value, f"must be an integer >= {low}")
+        elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
+            if any(v < 1 for v in value):
+                raise ConfigError(f.name, ",".join(map(str, value)), "widths must be >= 1")
+
+
+def check_config_types(config: Any) -> None:
+    """Refuse a config field whose value is not of the field's type (or not among its choices),
+    e.g. in a config read from a model file, where no ``--set`` parsing converted it.
+
+    Raises:
+        ConfigError: the first such field.
+    """
+    hints = get_type_hints(type(config))
+    choices = config_choices(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if not _of_type(value, hints.get(f.name, Any)):
+            hint = hints[f.name]
+            expected = hint.__name__ if isinstance(hint, type) else str(hint)
+            raise ConfigError(f.name, None, f"is {describe(value)}, expected {expected}")
+        if f.name in choices and value not in choices[f.name]:
+            raise ConfigError(
+                f.name,
+                None,
+                f"is {describe(value)}; choose one of {', '.join(map(str, choices[f.name]))}",
+            )
+
+
+def _of_type(value: Any, hint: Any) -> bool:
+    """Whether ``value`` is of the config field type ``hint`` (bool, int, float, str, a tuple of
+    ints, and those or None); other types are not checked."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return any(_of_type(value, option) for option in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, (bool, np.bool_))
+    if hint is int:
+        return is_int(value)
+    if hint is float:
+        return is_number(value)
+    if hint is str:
+        return isinstance(value, str)
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return isinstance(value, tuple) and all(_of_type(v, args[0]) for v in value)
+        return isinstance(value, tuple)
+    return True
+
+
+def parse_set_options(items: list[str] | None) -> dict[str, str]:
+    """``["epochs=10", "lr=1e-3"]`` -> ``{"epochs": "10", "lr": "1e-3"}`` with clear errors."""
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise MatchoptError(f"malformed --set {item!r}: expected key=value")
+        out[key.strip()] = value.strip()
+    return out

@@ -19,10 +19,11 @@ from matchopt.bench.grid import (
 )
 from matchopt.checkpoints import save_on_interrupt
 from matchopt.cli.parser import DEFAULT_OUT
+from matchopt.config_fields import parse_set_options
 from matchopt.errors import MatchoptError, printable
 from matchopt.io import FileLocked, check_output_folder, file_lock
 from matchopt.methods import METHODS, RECOMMENDED_METHOD, get_method_entry
-from matchopt.methods.base import build_config, parse_set_options
+from matchopt.methods.base import build_config
 from matchopt.records import RunRecord, summary_table
 from matchopt.report import write_report
 from matchopt.runtime import (

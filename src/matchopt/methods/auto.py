@@ -49,6 +49,7 @@ from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS, Method, build_config
 from matchopt.methods.cma_es import CmaEs
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.search import box_widths, scaled_distances
 from matchopt.state_checks import check_number, check_str, check_type, is_number
 
@@ -122,6 +123,7 @@ class AutoChoice(Method):
             return f"{features} features > cma_max_features {self.config_.cma_max_features}"
         return None
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> AutoChoice:
         """Pseudo-offline fits, full fits, the judge and the choice (module notes, 2-5)."""
         config = self.config_
@@ -212,6 +214,7 @@ class AutoChoice(Method):
             score = np.where(feasible, score, floor)
         return score
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs of the chosen member, ranked by the judge, none near another."""
         self._check_fitted()

@@ -51,11 +51,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import by_design_type, count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method, by_design_type
+from matchopt.methods.base import Method
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models.ntk import ntk_regression_coefficients, relu_ntk, relu_ntk_diag
 from matchopt.search import START_CHOICES, gradient_ascent
 
@@ -64,7 +65,7 @@ from matchopt.search import START_CHOICES, gradient_ascent
 class BDIConfig:
     """BDI hyperparameters; defaults are the public code's (GGchen1997/BDI)."""
 
-    depth: int = 5
+    depth: int = count(5, minimum=0)
     """ReLU hidden layers of the infinitely wide MLP (the code's six Dense layers)."""
     weight_std: float = 1.0
     """W_std of every Dense layer (neural-tangents' default, NTK parameterization)."""
@@ -80,7 +81,7 @@ class BDIConfig:
     """Mappings in the loss: both (BDI), forward only or backward only (the paper's ablations)."""
     coupling: str = field(default="independent", metadata={"choices": ("independent", "joint")})
     """independent: each design is its own high-scoring set (code); joint: one set of n designs."""
-    search_steps: int = 200
+    search_steps: int = count(200, minimum=0)
     """Adam steps on the designs."""
     search_lr: float | None = learning_rate(None)
     """Adam step size; None = 0.1 for discrete designs (logits), 0.001 for continuous ones."""
@@ -209,6 +210,7 @@ class BDI(Method):
     config_class = BDIConfig
     presets = {"paper": {}, "quick": QUICK}
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> BDI:
         config = self.config_
         if self.device_.type == "mps":  # checked before the N x N kernel is built
@@ -243,6 +245,7 @@ class BDI(Method):
         self.data_ = data
         return self
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: Adam on the bidirectional loss from ``config.init`` starts."""
         self._check_fitted()

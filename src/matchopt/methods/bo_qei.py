@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 from matchopt.errors import MatchoptError
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
+from matchopt.methods.wrappers import in_default_threads
 from matchopt.models import EnsembleConfig
 from matchopt.runtime import seeded_torch_rng
 
@@ -197,6 +198,7 @@ class BoQei(EnsembleSurrogateMethod):
                 raise
             return self.propose(observed)
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """The ``n`` points with the largest observed values after the BO rounds."""
         from botorch.exceptions import BadInitialCandidatesWarning, InputDataWarning

@@ -81,11 +81,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method, SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.base import Method
+from matchopt.methods.seed_batch import SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import LossTotal, adam
 from matchopt.models.stacked import (
     SeedDropout,
@@ -104,7 +106,7 @@ class BONETConfig:
 
     n_bins: int = 64
     """Equal-width regret bins."""
-    trajectory_length: int = 128
+    trajectory_length: int = count(128, minimum=2)
     """Points per trajectory."""
     n_trajectories: int = 800
     """Training trajectories."""
@@ -563,6 +565,7 @@ class BONET(Method):
         if n_rows < 2:
             raise MatchoptError("BONET needs at least two offline designs")
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> BONET:
         self._train([self], data, self)
         return self
@@ -695,6 +698,7 @@ class BONET(Method):
             method.losses_ = losses[k]
             method.data_ = data
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs from ``ceil(n / (T - prompt_length))`` rollouts (2 for the paper)."""
         self._check_fitted()

@@ -51,6 +51,7 @@ from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import GaussianEnsemble, mlp_layers
 from matchopt.models.gaussian import gaussian_nll, soft_clamp
 from matchopt.models.sampling import gumbel_noise
@@ -263,6 +264,7 @@ class CbAS(Method):
     config_class = CbASConfig
     presets = {"paper": {}, "quick": QUICK}
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> CbAS:
         config = self.config_
         space = data.space
@@ -354,6 +356,7 @@ class CbAS(Method):
         encoded = self.encoder_.encode_x(designs.cpu().numpy())
         return torch.from_numpy(encoded).to(designs.device)
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs sampled from the adapted search distribution q."""
         self._check_fitted()

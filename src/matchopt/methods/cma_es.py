@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 from matchopt.checkpoints import run_key, shown
 from matchopt.errors import MatchoptError
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
+from matchopt.methods.wrappers import in_default_threads
 from matchopt.models import EnsembleConfig
 from matchopt.search import START_CHOICES
 
@@ -215,6 +216,7 @@ class CmaEs(EnsembleSurrogateMethod):
     #: the 128 runs take hours, ten at a time; a killed search redoes only its current group.
     resumable = True
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: the best point of one CMA-ES run per starting design."""
         self._check_fitted()

@@ -43,16 +43,12 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots, state_problem
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import by_design_type, count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import (
-    Method,
-    SeedBatch,
-    by_design_type,
-    end_seed_epoch,
-    seed_losses_check,
-)
+from matchopt.methods.base import Method
+from matchopt.methods.seed_batch import SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.models.stacked import SeedStack, per_seed
 from matchopt.runtime import seeded_torch_rng
@@ -81,7 +77,7 @@ class ComsConfig:
     """Ascent step before the sqrt(dim) scaling; None = 2.0 discrete, 0.05 continuous."""
     train_steps: int = 50
     """Gradient-ascent steps that make the negatives of each batch."""
-    search_steps: int = 50
+    search_steps: int = count(50, minimum=0)
     """Gradient-ascent steps of the final search."""
     normalize_x: bool | None = None
     """z-score the features; None = no for discrete designs (logits), yes for continuous ones."""
@@ -188,6 +184,7 @@ class Coms(Method):
         with seeded_torch_rng(self.seed):
             return mlp_layers(dim, self.config_.hidden, 1, "relu").to(self.device_)
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> Coms:
         config = self.config_
         features, scores, tau, step_size = self._prepare(data)
@@ -356,6 +353,7 @@ class Coms(Method):
         """The search starts from the top offline rows: at most one design per row."""
         return n_rows
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: ``search_steps`` ascent steps from the ``n`` best offline designs."""
         self._check_fitted()

@@ -61,7 +61,9 @@ from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method, SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.base import Method
+from matchopt.methods.seed_batch import SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.models.stacked import SeedStack, per_seed
 from matchopt.runtime import seeded_torch_rng
@@ -331,6 +333,7 @@ class Ddom(Method):
         with seeded_torch_rng(self.seed):
             return ScoreNet(dim, self.config_.hidden).to(self.device_)
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> Ddom:
         config = self.config_
         sde = self._sde()
@@ -430,6 +433,7 @@ class Ddom(Method):
             net.eval()
             method.net_, method.losses_, method.data_ = net, own, data
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` reverse-SDE samples conditioned on the best offline score, in the data's format."""
         self._check_fitted()

@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import count, learning_rate
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
+from matchopt.methods.wrappers import in_default_threads
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.search import START_CHOICES, gradient_ascent
 
@@ -55,7 +56,7 @@ class GradientAscentConfig(EnsembleConfig):
     """How member means are combined into the ascended score: mean (Ens-Mean) or min (Ens-Min)."""
     bootstrap: bool = True
     """Train each model on its own bootstrap of the data (design-baselines does, even for GA)."""
-    search_steps: int = 200
+    search_steps: int = count(200, minimum=0)
     """Gradient-ascent steps on the designs."""
     search_lr: float = learning_rate(0.01)
     """Base step size; the step is search_lr * sqrt(number of features)."""
@@ -97,6 +98,7 @@ class GradientAscent(EnsembleSurrogateMethod):
     def _score(self, x: torch.Tensor) -> torch.Tensor:
         return ensemble_score(self.ensemble_, x, self.config_.aggregation)
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: plain gradient ascent on the aggregated score from ``config.init``."""
         self._check_fitted()

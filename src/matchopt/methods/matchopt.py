@@ -49,11 +49,12 @@ from matchopt.checkpoints import (
     is_number,
     shown,
 )
-from matchopt.config_fields import learning_rate, scale, share
+from matchopt.config_fields import by_design_type, count, learning_rate, scale, share
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import MIN_ROWS, Method, by_design_type
+from matchopt.methods.base import MIN_ROWS, Method
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models.mlp import MLP
 from matchopt.models.optim import adam
 from matchopt.runtime import seeded_torch_rng
@@ -77,7 +78,7 @@ class GradientMatchingConfig:
     """Hidden layer widths of the MLP surrogate."""
     negative_slope: float = 0.3
     """LeakyReLU slope (the public script's 0.3)."""
-    trajectory_length: int = 128
+    trajectory_length: int = count(128, minimum=2)
     """Number of rank buckets = points per trajectory = the script's batch size."""
     epochs: int = 200
     """Training epochs; each draws n // trajectory_length trajectories."""
@@ -98,7 +99,7 @@ class GradientMatchingConfig:
 class MatchOptConfig(GradientMatchingConfig):
     """MATCH-OPT hyperparameters; defaults are the paper's (Appendix C)."""
 
-    search_steps: int = 150
+    search_steps: int = count(150, minimum=0)
     """Adam steps on the designs."""
     search_lr: float | None = learning_rate(None)
     """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
@@ -440,6 +441,7 @@ class MatchOpt(Method):
         "validated-quick": {**QUICK, **VALIDATED},
     }
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData, keep_checkpoints: bool = False) -> MatchOpt:
         """Train the surrogate (Algorithm 1), with hold-out validation if configured.
 
@@ -639,6 +641,7 @@ class MatchOpt(Method):
             "train_seconds": self.train_seconds_,
         }
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: gradient ascent on the surrogate from ``config.init`` starts."""
         self._check_fitted()

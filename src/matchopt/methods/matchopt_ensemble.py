@@ -44,13 +44,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from matchopt.config_fields import count, step_length
 from matchopt.config_fields import pessimism as pessimism_field
-from matchopt.config_fields import step_length
 from matchopt.config_fields import trust_radius as trust_radius_field
 from matchopt.data import OfflineData, top_rows
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import MIN_ROWS
 from matchopt.methods.matchopt import GradientMatchingConfig, MatchOpt, rank_buckets
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.search import gradient_ascent_path, select_per_path
 
 
@@ -76,7 +77,7 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """The score is mean - pessimism * std over members (0: the ensemble mean)."""
     n_starts: int = 512
     """Search paths, from the best offline designs (at least the number of designs asked)."""
-    search_steps: int = 200
+    search_steps: int = count(200, minimum=0)
     """Adam steps of every path."""
     search_step: float = step_length(1.0)
     """Length (L2, normalized features) of one search step: Adam's rate is this / sqrt(d)."""
@@ -94,7 +95,7 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """Continuous designs: each path also stays within this Euclidean distance (normalized
     features) of its start, whatever the dimension (a bound on the whole move, where
     ``trust_radius`` bounds the move per feature); None: no bound."""
-    bold_designs: int = 0
+    bold_designs: int = count(0, minimum=0)
     """How many of the designs come from a second, bolder search (a portfolio: the others
     come from the search above); 0: none."""
     bold_pessimism: float = pessimism_field(0.0)
@@ -137,6 +138,7 @@ class MatchOptEnsemble(MatchOpt):
     config_class = MatchOptEnsembleConfig
     presets = {"paper": {}, "quick": QUICK}
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> MatchOptEnsemble:
         """Train ``n_models`` gradient-matching surrogates (Algorithm 1 each, own seed)."""
         self.__dict__.pop("_candidate_cache", None)
@@ -226,6 +228,7 @@ class MatchOptEnsemble(MatchOpt):
 
     # -- search ---------------------------------------------------------------------------------
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: pessimistic ascent from the best rows, each path's best candidate;
         ``bold_designs`` of them from the bolder search (module notes, 5)."""

@@ -59,7 +59,9 @@ from matchopt.checkpoints import LoopSnapshots
 from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method, SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.base import Method
+from matchopt.methods.seed_batch import SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import LossTotal, adam
 from matchopt.models.sampling import gumbel_noise
 from matchopt.models.stacked import SeedDraws, SeedStack
@@ -328,6 +330,7 @@ class Mins(Method):
             )
         return generator.to(self.device_), critic.to(self.device_)
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> Mins:
         self._train([self], data, self)
         return self
@@ -425,6 +428,7 @@ class Mins(Method):
             method.losses_ = own
 
     @torch.no_grad()
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` samples G(z, y_max) with y_max the best offline score, in the data's format."""
         self._check_fitted()

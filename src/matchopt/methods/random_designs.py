@@ -16,6 +16,7 @@ import numpy as np
 
 from matchopt.data import OfflineData
 from matchopt.methods.base import Method
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,14 @@ class RandomDesigns(Method):
     config_class = RandomDesignsConfig
     presets = {"paper": {}, "quick": {}}
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> RandomDesigns:
         if not data.space.is_discrete:
             self.low_, self.high_ = data.x.min(axis=0), data.x.max(axis=0)
         self.data_ = data
         return self
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs drawn uniformly, in the data's own format."""
         self._check_fitted()

@@ -48,10 +48,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import GaussianMLP
 from matchopt.runtime import seeded_torch_rng
 
@@ -64,7 +65,7 @@ class RomaConfig:
     """Hidden layer widths of the softplus Gaussian MLP."""
     noise_std: float = 0.2
     """Std of the Gaussian noise added to the (normalized) inputs of every training batch."""
-    warmup_epochs: int = 50
+    warmup_epochs: int = count(50, minimum=0)
     """Warm-up epochs (reference: 50 Superconductor and D'Kitty, 100 Ant, 200 Hopper)."""
     batch_size: int = 128
     """Rows per warm-up batch."""
@@ -214,6 +215,7 @@ class Roma(Method):
     config_class = RomaConfig
     presets = {"paper": {}, "quick": QUICK}
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> Roma:
         config = self.config_
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
@@ -261,6 +263,7 @@ class Roma(Method):
         """The search starts from the top offline rows: at most one design per row."""
         return n_rows
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: RoMA's adaptive search from the ``n`` best offline designs."""
         self._check_fitted()

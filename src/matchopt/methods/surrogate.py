@@ -12,7 +12,9 @@ import torch
 from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method, SeedBatch, seed_losses_check
+from matchopt.methods.base import Method
+from matchopt.methods.seed_batch import SeedBatch, seed_losses_check
+from matchopt.methods.wrappers import fit_all_or_nothing
 from matchopt.models import GaussianEnsemble
 from matchopt.models.ensemble_cache import EnsembleCache
 
@@ -40,6 +42,7 @@ class EnsembleSurrogateMethod(Method):
         cache = None if self.ensemble_cache is None else EnsembleCache(self.ensemble_cache)
         return features, scores, cache
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> EnsembleSurrogateMethod:
         features, scores, cache = self._prepare(data)
         self.ensemble_ = GaussianEnsemble.from_config(

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import by_design_type, count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method, by_design_type
+from matchopt.methods.base import Method
+from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import MLP
 from matchopt.runtime import seeded_torch_rng
 from matchopt.search import START_CHOICES, gradient_ascent
@@ -35,7 +36,7 @@ class UntrainedConfig:
     """Hidden layer widths of the MLP."""
     negative_slope: float = 0.3
     """LeakyReLU slope."""
-    search_steps: int = 150
+    search_steps: int = count(150, minimum=0)
     """Adam steps on the designs."""
     search_lr: float | None = learning_rate(None)
     """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
@@ -62,6 +63,7 @@ class Untrained(Method):
     config_class = UntrainedConfig
     presets = {"paper": {}, "quick": QUICK}
 
+    @fit_all_or_nothing
     def fit(self, data: OfflineData) -> Untrained:
         config = self.config_
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
@@ -71,6 +73,7 @@ class Untrained(Method):
         self.data_ = data
         return self
 
+    @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: Adam ascent on the untrained MLP from ``config.init`` starts."""
         self._check_fitted()

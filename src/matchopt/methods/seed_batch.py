@@ -1,0 +1,68 @@
+"""Seeds trained as one batch (:meth:`~matchopt.methods.base.Method.fit_seeds`): what the
+batch's training snapshots know of it, and the per-epoch bookkeeping of a batched loop."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matchopt.checkpoints import TrainingCheckpoint
+
+
+@dataclasses.dataclass(frozen=True)
+class SeedBatch:
+    """Several seeds of one method trained at once (:meth:`Method.fit_seeds`), as its training
+    snapshots know it: the method's class, config and seeds (:func:`~matchopt.checkpoints.run_key`)
+    and the snapshot file (None: no snapshots)."""
+
+    run_name: str
+    config_: Any
+    seed: tuple[int, ...]
+    training_checkpoint: TrainingCheckpoint | None = None
+
+
+def seed_losses_check(n_seeds: int) -> Callable[[dict[str, Any], int], str | None]:
+    """A snapshot check (:meth:`~matchopt.checkpoints.LoopSnapshots.start`) of a batched loop's
+    ``seed_losses``: ``n_seeds`` lists of one number per epoch trained."""
+
+    def check(values: dict[str, Any], epoch: int) -> str | None:
+        losses = values.get("seed_losses")
+        if (
+            not isinstance(losses, list)
+            or len(losses) != n_seeds
+            or not all(isinstance(own, list) and len(own) == epoch for own in losses)
+            or not all(isinstance(v, float) for own in losses for v in own)
+        ):
+            return f"snapshot seed_losses are not {n_seeds} lists of {epoch} numbers"
+        return None
+
+    return check
+
+
+def end_seed_epoch(
+    snapshots: Any,
+    losses: list[list[float]],
+    totals: Sequence[Any],
+    count: int,
+    bar: Any,
+    epoch: int,
+    epochs: int,
+    **values: Any,
+) -> None:
+    """After epoch ``epoch`` (1-based) of ``epochs`` of a seed batch: each seed's mean loss (its
+    :class:`~matchopt.models.LossTotal` over ``count``) appended to its list in ``losses``, the
+    first seed's shown on ``bar``, and a snapshot when due
+    (:meth:`~matchopt.checkpoints.LoopSnapshots.save`: the first seed's losses as ``losses``,
+    every seed's as ``seed_losses``, then ``values``)."""
+    for own, total in zip(losses, totals):
+        own.append(total.value() / count)
+    bar.set_postfix(loss=f"{losses[0][-1]:.4f}", refresh=False)
+    snapshots.save(
+        epoch,
+        epochs,
+        losses=list(losses[0]),
+        seed_losses=[list(own) for own in losses],
+        **values,
+    )
