@@ -60,15 +60,16 @@ def run_local(
         return
     # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.
     context = multiprocessing.get_context("spawn")
+    # A plain queue, handed to the workers as they start (no manager process that could
+    # outlive a killed driver).
+    status = context.Queue() if progress else None
     pool = ProcessPoolExecutor(
         max_workers=workers,
         mp_context=context,
         initializer=init_pool_worker,
-        initargs=(threads, os.getpid()),
+        initargs=(threads, os.getpid(), status),
     )
     pending: dict[Future, tuple[Job, list[CellOutcome]]] = {}
-    manager = context.Manager() if progress else None
-    status = manager.Queue() if manager is not None else None
     running = RunningCells(workers, disable=not progress)
 
     def submit(job: Job, outcomes: list[CellOutcome]) -> None:
@@ -82,7 +83,7 @@ def run_local(
             if status is not None:
                 seeds = ",".join(str(c.seed) for c in job.cells)
                 name = f"{cell.task}/{cell.method}/seeds {seeds}" if job.seed_batch else cell.name
-                future = pool.submit(run_with_status, status, name, *task)
+                future = pool.submit(run_with_status, name, *task)
             else:
                 future = pool.submit(*task)
         except BrokenProcessPool as exc:
@@ -126,8 +127,9 @@ def run_local(
         raise
     finally:
         running.close()
-        if manager is not None:
-            manager.shutdown()
+        if status is not None:
+            status.cancel_join_thread()  # lines still in the pipe are not worth waiting for
+            status.close()
     pool.shutdown()
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -383,10 +384,16 @@ def exit_with_parent(parent_pid: int, interval: float = 1.0) -> None:
     threading.Thread(target=watch, daemon=True, name="matchopt-exit-with-parent").start()
 
 
-def init_pool_worker(threads: int, parent_pid: int) -> None:
-    """Initializer of a grid's pool workers: :func:`init_worker` and :func:`exit_with_parent`."""
+def init_pool_worker(threads: int, parent_pid: int, status: Any = None) -> None:
+    """Initializer of a grid's pool workers: :func:`init_worker` and :func:`exit_with_parent`;
+    ``status``: the queue the worker's cells send their progress to
+    (:func:`~matchopt.bench.status.run_with_status`)."""
     exit_with_parent(parent_pid)
     init_worker(threads)
+    if status is not None:
+        from matchopt.bench.status import use_status_queue
+
+        use_status_queue(status)
 
 
 def init_worker(threads: int) -> None:

@@ -20,6 +20,14 @@ from tqdm import tqdm
 
 #: Seconds between two lines a worker sends for one cell.
 SEND_EVERY = 0.5
+#: The driver's queue, in a pool worker (set by the pool's initializer).
+_worker_queue: Any = None
+
+
+def use_status_queue(queue: Any) -> None:
+    """In a pool worker: send the progress of this worker's cells to ``queue``."""
+    global _worker_queue
+    _worker_queue = queue
 
 
 class CellStatusStream:
@@ -56,9 +64,12 @@ class CellStatusStream:
             pass
 
 
-def run_with_status(queue: Any, name: str, function: Any, *args: Any, **kwargs: Any) -> Any:
-    """``function(*args, progress=True, **kwargs)`` in a worker, its bars sent to ``queue``."""
-    stream = CellStatusStream(queue, name)
+def run_with_status(name: str, function: Any, *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, progress=True, **kwargs)`` in a pool worker, its bars sent to the
+    driver's queue (:func:`use_status_queue`); without one, with no bars."""
+    if _worker_queue is None:
+        return function(*args, **kwargs)
+    stream = CellStatusStream(_worker_queue, name)
     saved, sys.stderr = sys.stderr, stream
     try:
         return function(*args, progress=True, **kwargs)
