@@ -277,6 +277,12 @@ def add_listing_parsers(sub: argparse._SubParsersAction) -> None:
 
 def add_table_parsers(sub: argparse._SubParsersAction) -> None:
     """``optimize`` and ``propose``: optimize a user's own CSV/Parquet table."""
+    add_optimize_parser(sub)
+    add_propose_parser(sub)
+
+
+def add_optimize_parser(sub: argparse._SubParsersAction) -> None:
+    """``optimize``: fit a method on a table and write proposals."""
     p_opt = sub.add_parser(
         "optimize", help="fit a method on your own CSV/Parquet table and propose new rows"
     )
@@ -357,6 +363,9 @@ def add_table_parsers(sub: argparse._SubParsersAction) -> None:
     add_threads_option(p_opt)
     add_device_option(p_opt)
 
+
+def add_propose_parser(sub: argparse._SubParsersAction) -> None:
+    """``propose``: proposals from a model file written by ``optimize --save-model``."""
     p_prop = sub.add_parser("propose", help="propose new rows with a model saved by optimize")
     p_prop.add_argument("--model", required=True, help="file written by optimize --save-model")
     p_prop.add_argument("--n", type=int, default=128, help="proposals to write (default 128)")

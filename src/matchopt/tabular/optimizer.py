@@ -598,23 +598,7 @@ class TableOptimizer:
             raise MatchoptError(f"at most {MAX_PROPOSALS:,} proposals per call, got {n:,}")
         n = int(n)
         pool = _Pool(self.schema_, self.data_.x)
-        cap = self.method_.proposal_cap(len(self.data_))
-        first = n if cap is None else min(n, cap)
-        count = self.oversample * n if cap is None else min(self.oversample * n, cap)
-        if self.method_.ranked_proposals:
-            # One call gives both: its best `first` designs, then every design up to the cap.
-            run = self._propose_designs(count if cap is None else cap)
-            own = pool.add(run[:first])
-            if len(own) < n:
-                pool.add(run)
-        else:
-            own = pool.add(self._propose_designs(first))
-            for _ in range(MAX_ROUNDS if cap is None else 1):
-                if pool.size >= n:
-                    break
-                if count > first:  # a call for `first` designs again would repeat them
-                    pool.add(self._propose_designs(count))
-                count *= 4
+        own = self._collect(pool, n)
         designs, table = pool.designs(), pool.table()
         predicted = self._predict(designs) if len(designs) else np.empty(0)
         schema = self.schema_
@@ -652,6 +636,41 @@ class TableOptimizer:
         )
         if searched < len(out):
             out["origin"] = origin
+        if getattr(self, "choice_", None):
+            # The member a per-table choice picked, in the file itself (CSV has no metadata);
+            # Parquet files also keep the protocol scores in their pandas metadata.
+            out["proposed_by"] = self.choice_["choice"]
+            out.attrs["matchopt"] = {"method": self.method, **self.choice_}
+        self._warn(out, n, searched, radius, self._shortfall_cause(pool, distances))
+        return out
+
+    def _collect(self, pool: _Pool, n: int) -> np.ndarray:
+        """The method's own designs into ``pool`` (returned), then the top-up candidates: more
+        of its designs while fewer than ``n`` are new (module docstring, 1-3)."""
+        cap = self.method_.proposal_cap(len(self.data_))
+        first = n if cap is None else min(n, cap)
+        count = self.oversample * n if cap is None else min(self.oversample * n, cap)
+        if self.method_.ranked_proposals:
+            # One call gives both: its best `first` designs, then every design up to the cap.
+            run = self._propose_designs(count if cap is None else cap)
+            own = pool.add(run[:first])
+            if len(own) < n:
+                pool.add(run)
+            return own
+        own = pool.add(self._propose_designs(first))
+        for _ in range(MAX_ROUNDS if cap is None else 1):
+            if pool.size >= n:
+                break
+            if count > first:  # a call for `first` designs again would repeat them
+                pool.add(self._propose_designs(count))
+            count *= 4
+        return own
+
+    def _warn(self, out: pd.DataFrame, n: int, searched: int, radius: int, cause: str) -> None:
+        """The warnings of a proposal table: neighbours used, fewer than ``n``, predictions
+        below the best measured value."""
+        schema = self.schema_
+        if searched < len(out):
             moved = "changed letters" if schema.sequence is not None else "steps of std/4"
             warnings.warn(
                 f"{searched} of the {len(out)} proposals come from {self.method}'s search (the "
@@ -660,33 +679,26 @@ class TableOptimizer:
                 f"(1 to {radius} {moved}) of them and of the best measured rows, ranked by "
                 f"{self.ranking_} (column origin)",
                 ProposalWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        if getattr(self, "choice_", None):
-            # The member a per-table choice picked, in the file itself (CSV has no metadata);
-            # Parquet files also keep the protocol scores in their pandas metadata.
-            out["proposed_by"] = self.choice_["choice"]
-            out.attrs["matchopt"] = {"method": self.method, **self.choice_}
         if len(out) < n:
             warnings.warn(
-                f"only {len(out)} new designs (asked for {n}): "
-                f"{self._shortfall_cause(pool, distances)}",
+                f"only {len(out)} new designs (asked for {n}): {cause}",
                 ProposalWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        if len(out) and predicted[chosen].max() < self.data_.y.max():
-            best = schema.user_scores(np.array([self.data_.y.max()]))[0]
-            top = out[schema.prediction_name].iloc[0]
-            # In the user's sign: when minimizing, the best prediction is the lowest one.
+        top = out[schema.prediction_name].iloc[0] if len(out) else None
+        best = schema.user_scores(np.array([self.data_.y.max()]))[0]
+        # In the user's sign: when minimizing, the best prediction is the lowest one.
+        if top is not None and (top > best if schema.minimize else top < best):
             most, worse = ("at least", "above") if schema.minimize else ("at most", "below")
             warnings.warn(
                 f"the surrogate predicts {most} {top:.4g} for the proposals, {worse} the best "
                 f"measured value {best:.4g}: its predictions are shrunk toward the mean (or the "
                 "proposals are worse); read them as a ranking, not as expected values",
                 ProposalWarning,
-                stacklevel=2,
+                stacklevel=4,
             )
-        return out
 
     def _diverse(
         self, designs: np.ndarray, order: np.ndarray, n: int, kept: Sequence[int] = ()
