@@ -372,16 +372,7 @@ class TableOptimizer:
         resolve_device(self.device, "device")  # an unknown or absent device fails first
         self.preset_ = resolve_preset(self.method, self.preset)
         config = build_config(entry, self.preset_, dict(self.overrides or {}))
-        if isinstance(self.oversample, bool) or not isinstance(self.oversample, int):
-            raise MatchoptError(f"oversample must be a whole number, got {self.oversample!r}")
-        if not 1 <= self.oversample <= MAX_OVERSAMPLE:
-            raise MatchoptError(
-                f"oversample must be from 1 to {MAX_OVERSAMPLE}, got {self.oversample}"
-            )
-        if self.categories not in CATEGORY_CHOICES:
-            raise MatchoptError(
-                f"categories must be one of {', '.join(CATEGORY_CHOICES)}, got {self.categories!r}"
-            )
+        self._check_settings()
 
         schema = TableSchema.infer(
             frame,
@@ -410,14 +401,6 @@ class TableOptimizer:
             schema.encode(frame, source), schema.scores(frame, source), schema.space
         )
 
-        for name, value in (("min_distance", self.min_distance), ("diversity", self.diversity)):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not (np.isfinite(value) and value >= 0)
-            ):
-                raise MatchoptError(f"{name} must be a number >= 0, got {value!r}")
-
         method = entry.cls(config, seed=self.seed, progress=self.progress, device=self.device)
         method.fit(data_)
         # A method that chooses among others per table (``auto``) reports its pick and why.
@@ -442,6 +425,26 @@ class TableOptimizer:
         self.fit_quality_ = self._fit_quality(method, data_, ensemble_words)
         self.schema_, self.method_, self.data_, self.source_ = schema, method, data_, source
         return self
+
+    def _check_settings(self) -> None:
+        """The constructor's settings that no config holds, before any work."""
+        if isinstance(self.oversample, bool) or not isinstance(self.oversample, int):
+            raise MatchoptError(f"oversample must be a whole number, got {self.oversample!r}")
+        if not 1 <= self.oversample <= MAX_OVERSAMPLE:
+            raise MatchoptError(
+                f"oversample must be from 1 to {MAX_OVERSAMPLE}, got {self.oversample}"
+            )
+        if self.categories not in CATEGORY_CHOICES:
+            raise MatchoptError(
+                f"categories must be one of {', '.join(CATEGORY_CHOICES)}, got {self.categories!r}"
+            )
+        for name, value in (("min_distance", self.min_distance), ("diversity", self.diversity)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not (np.isfinite(value) and value >= 0)
+            ):
+                raise MatchoptError(f"{name} must be a number >= 0, got {value!r}")
 
     def _ensemble_params(self) -> EnsembleConfig:
         return RANKER_PRESETS["quick" if self.preset_.endswith("quick") else "paper"]
