@@ -58,79 +58,100 @@ def run_local(
                 for outcome in execute_job(job, data_dir, threads, out, progress):
                     collect(outcome)
         return
-    # spawn, not fork: forking a process that already runs torch's thread pools can deadlock.
-    context = multiprocessing.get_context("spawn")
-    # A plain queue, handed to the workers as they start (no manager process that could
-    # outlive a killed driver).
-    status = context.Queue() if progress else None
-    pool = ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=context,
-        initializer=init_pool_worker,
-        initargs=(threads, os.getpid(), status),
-    )
-    pending: dict[Future, tuple[Job, list[CellOutcome]]] = {}
-    running = RunningCells(workers, disable=not progress)
+    _PoolRun(data_dir, workers, threads, collect, out, progress).run(jobs)
 
-    def submit(job: Job, outcomes: list[CellOutcome]) -> None:
+
+class _PoolRun:
+    """The jobs of one :func:`run_local` call on a pool of ``workers`` processes."""
+
+    def __init__(
+        self,
+        data_dir: str | None,
+        workers: int,
+        threads: int,
+        collect: Collect,
+        out: str | None,
+        progress: bool,
+    ):
+        self.data_dir, self.threads, self.collect, self.out = data_dir, threads, collect, out
+        # spawn, not fork: forking a process that runs torch's thread pools can deadlock.
+        context = multiprocessing.get_context("spawn")
+        # A plain queue, handed to the workers as they start (no manager process that could
+        # outlive a killed driver).
+        self.status = context.Queue() if progress else None
+        self.pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=context,
+            initializer=init_pool_worker,
+            initargs=(threads, os.getpid(), self.status),
+        )
+        self.pending: dict[Future, tuple[Job, list[CellOutcome]]] = {}
+        self.running = RunningCells(workers, disable=not progress)
+
+    def run(self, jobs: list[Job]) -> None:
+        try:
+            for job in jobs:
+                self.submit(job, [])
+            while self.pending:
+                timeout = 0.5 if self.status else None
+                done, _ = wait(self.pending, timeout=timeout, return_when=FIRST_COMPLETED)
+                if self.status is not None:
+                    self.running.drain(self.status)
+                for future in done:
+                    self.take(future)
+        except BaseException:
+            # shutdown() alone cancels only cells no worker has taken yet: the running ones
+            # (and those already handed to a worker) would go on after the driver stopped.
+            for process in list((getattr(self.pool, "_processes", None) or {}).values()):
+                process.terminate()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            self.running.close()
+            if self.status is not None:
+                self.status.cancel_join_thread()  # lines left in the pipe are not worth a wait
+                self.status.close()
+        self.pool.shutdown()
+
+    def submit(self, job: Job, outcomes: list[CellOutcome]) -> None:
         """Queue the job's next cell; a pool that broke meanwhile fails the job's other cells."""
         cell = job.cells[len(outcomes)]
+        if job.seed_batch:  # one task for the whole batch: it trains the seeds together
+            task = (execute_seed_batch, job, self.data_dir, self.threads, self.out)
+        else:
+            task = (execute_cell, cell, self.data_dir, self.threads, self.out, job.ensemble_folder)
         try:
-            if job.seed_batch:  # one task for the whole batch: it trains the seeds together
-                task = (execute_seed_batch, job, data_dir, threads, out)
-            else:
-                task = (execute_cell, cell, data_dir, threads, out, job.ensemble_folder)
-            if status is not None:
+            if self.status is not None:
                 seeds = ",".join(str(c.seed) for c in job.cells)
                 name = f"{cell.task}/{cell.method}/seeds {seeds}" if job.seed_batch else cell.name
-                future = pool.submit(run_with_status, name, *task)
+                future = self.pool.submit(run_with_status, name, *task)
             else:
-                future = pool.submit(*task)
+                future = self.pool.submit(*task)
         except BrokenProcessPool as exc:
             for rest in job.cells[len(outcomes) :]:
-                collect(CellOutcome(rest, error=f"worker process died: {exc}"))
+                self.collect(CellOutcome(rest, error=f"worker process died: {exc}"))
             return
-        pending[future] = (job, outcomes)
+        self.pending[future] = (job, outcomes)
 
-    try:
-        for job in jobs:
-            submit(job, [])
-        while pending:
-            done, _ = wait(pending, timeout=0.5 if status else None, return_when=FIRST_COMPLETED)
-            if status is not None:
-                running.drain(status)
-            for future in done:
-                job, outcomes = pending.pop(future)
-                cells = (
-                    job.cells if job.seed_batch else job.cells[len(outcomes) : len(outcomes) + 1]
-                )
-                try:
-                    result = future.result()
-                    arrived = result if job.seed_batch else [result]
-                except BrokenProcessPool as exc:
-                    # A worker died (killed, out of memory): its cells are recorded as failed
-                    # and will be retried by the next run.
-                    arrived = [CellOutcome(c, error=f"worker process died: {exc}") for c in cells]
-                for outcome in arrived:
-                    outcomes.append(outcome)
-                    collect(outcome)
-                if len(outcomes) < len(job.cells):
-                    submit(job, outcomes)
-                else:
-                    release_ensemble(job, outcomes)
-    except BaseException:
-        # shutdown() alone cancels only cells no worker has taken yet: the running ones (and
-        # those already handed to a worker) would go on after the driver stopped listening.
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    finally:
-        running.close()
-        if status is not None:
-            status.cancel_join_thread()  # lines still in the pipe are not worth waiting for
-            status.close()
-    pool.shutdown()
+    def take(self, future: Future) -> None:
+        """Collect a finished task's outcomes, then queue the job's next cell (or release its
+        shared ensemble once every cell is done)."""
+        job, outcomes = self.pending.pop(future)
+        cells = job.cells if job.seed_batch else job.cells[len(outcomes) : len(outcomes) + 1]
+        try:
+            result = future.result()
+            arrived = result if job.seed_batch else [result]
+        except BrokenProcessPool as exc:
+            # A worker died (killed, out of memory): its cells are recorded as failed and will
+            # be retried by the next run.
+            arrived = [CellOutcome(c, error=f"worker process died: {exc}") for c in cells]
+        for outcome in arrived:
+            outcomes.append(outcome)
+            self.collect(outcome)
+        if len(outcomes) < len(job.cells):
+            self.submit(job, outcomes)
+        else:
+            release_ensemble(job, outcomes)
 
 
 def run_ray(
