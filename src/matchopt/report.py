@@ -26,6 +26,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -897,23 +898,30 @@ def write_figures(
     except OSError as err:
         raise MatchoptError(f"cannot create the plots folder {out}: {err}") from None
     written: list[Path] = []
-
-    def save(figure, frame: pd.DataFrame, stem: str) -> None:
+    figures = (
+        ("percentile_curves", lambda: _percentile_curves_figure(records)),
+        ("rank_distribution", lambda: _rank_distribution_figure(records, qs)),
+        ("ranks_per_task", lambda: _ranks_per_task_figure(records, qs)),
+        ("runtime", lambda: _runtime_figure(records)),
+    )
+    for stem, draw in figures:
+        figure, frame = draw()
         # Both rendered in memory first, then each written atomically: an interrupted report
         # leaves the files of an earlier one whole, never a half-written file.
         png = io.BytesIO()
         figure.savefig(png, format="png", dpi=120)
         text = frame.to_csv(index=False, lineterminator="\n")
-        write(out / f"{stem}.png", png.getvalue())
-        write(out / f"{stem}.csv", text.encode("utf-8"))
+        for path, data in ((out / f"{stem}.png", png.getvalue()), (out / f"{stem}.csv", text)):
+            try:
+                atomic_write_bytes(path, data if isinstance(data, bytes) else data.encode())
+            except OSError as err:  # e.g. a full disk: one line naming the file
+                raise MatchoptError(f"could not write {path}: {err.strerror or err}") from None
+            written.append(path)
+    return written
 
-    def write(path: Path, data: bytes) -> None:
-        try:
-            atomic_write_bytes(path, data)
-        except OSError as err:  # e.g. a full disk: one line naming the file
-            raise MatchoptError(f"could not write {path}: {err.strerror or err}") from None
-        written.append(path)
 
+def _percentile_curves_figure(records: Sequence[RunRecord]) -> tuple[Any, pd.DataFrame]:
+    """Paper Fig. 3: MNR and mean normalized score at every percentile."""
     curves = percentile_curves(records)
     styles = method_styles(curves["method"].unique())
     all_tasks = len({r.task for r in records})
@@ -954,8 +962,15 @@ def write_figures(
         title="Mean normalized score by percentile",
     )
     ax_score.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5))
-    save(figure, curves, "percentile_curves")
+    return figure, curves
 
+
+def _rank_distribution_figure(
+    records: Sequence[RunRecord], qs: Sequence[float]
+) -> tuple[Any, pd.DataFrame]:
+    """Paper Fig. 5: box plots of each method's rank across tasks at each percentile."""
+    styles = method_styles(percentile_curves(records)["method"].unique())
+    all_tasks = len({r.task for r in records})
     ranks = rank_distribution(records, qs)
     figure, axes = _new_figure(
         max(4.5, 0.45 * ranks["method"].nunique() + 1.5) * len(qs), 4.2, ncols=len(qs)
@@ -979,8 +994,13 @@ def write_figures(
             title=f"Ranks across tasks, percentile {q:g} ((k/n): run on k of n tasks)",
         )
         ax.invert_yaxis()
-    save(figure, ranks, "rank_distribution")
+    return figure, ranks
 
+
+def _ranks_per_task_figure(
+    records: Sequence[RunRecord], qs: Sequence[float]
+) -> tuple[Any, pd.DataFrame]:
+    """Each method's rank on each task at each percentile, methods sorted by MNR."""
     table = rank_table(records, qs)
     n_methods = table["method"].nunique()
     figure, axes = _new_figure(
@@ -988,8 +1008,11 @@ def write_figures(
     )
     for ax, q in zip(axes, qs):
         _rank_heatmap(ax, table[table["q"] == q], q)
-    save(figure, table, "ranks_per_task")
+    return figure, table
 
+
+def _runtime_figure(records: Sequence[RunRecord]) -> tuple[Any, pd.DataFrame]:
+    """Mean wall seconds per seed of each method on each task (log scale)."""
     times = runtime_summary(records)
     methods = sorted(times["method"].unique())
     tasks = sorted(times["task"].unique())
@@ -1004,5 +1027,4 @@ def write_figures(
         ax.set_yscale("log")  # runtimes span orders of magnitude across methods
     ax.set(ylabel="wall seconds per seed (fit + search)", title="Runtime")
     ax.legend(fontsize="small")
-    save(figure, times, "runtime")
-    return written
+    return figure, times
