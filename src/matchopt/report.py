@@ -764,30 +764,26 @@ def write_report(
     parts.append(_summary_table(style, summary, qs, best))
     parts.append(_ablation_table(style, summary, qs))
     if runtime:
-        parts.append(
-            _runtime_table(
-                style,
-                times,
-                run_devices(records),
-                shared_ensemble_cells(records),
-                seed_batch_cells(records),
-            )
-        )
+        cells = (shared_ensemble_cells(records), seed_batch_cells(records))
+        parts.append(_runtime_table(style, times, run_devices(records), *cells))
     missing = missing_cells(results_dir, records, methods)
     if len(missing):
         parts.append(_missing_table(style, missing))
     older = older_format_cells(records)
     if older:
-        rows = [[style.name(task), style.name(method), seeds] for task, method, seeds in older]
-        note = (
-            "Records without the environment of their run (device, threads, the commit of the "
-            "code): written by matchopt before records kept it. Their scores stand; their "
-            "times and code cannot be traced; rerun the cell to replace them."
-        )
-        parts.append(
-            style.table("Records of an older format", ["Task", "Method", "Seeds"], rows, note)
-        )
+        parts.append(_older_format_table(style, older))
     return "\n\n".join(parts) + "\n"
+
+
+def _older_format_table(style: _Style, older: list[tuple[str, str, str]]) -> str:
+    """The cells holding records of an older format (:func:`older_format_cells`)."""
+    rows = [[style.name(task), style.name(method), seeds] for task, method, seeds in older]
+    note = (
+        "Records without the environment of their run (device, threads, the commit of the "
+        "code): written by matchopt before records kept it. Their scores stand; their "
+        "times and code cannot be traced; rerun the cell to replace them."
+    )
+    return style.table("Records of an older format", ["Task", "Method", "Seeds"], rows, note)
 
 
 def older_format_cells(records: Sequence[RunRecord]) -> list[tuple[str, str, str]]:
