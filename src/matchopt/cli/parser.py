@@ -346,22 +346,27 @@ def add_optimize_parser(sub: argparse._SubParsersAction) -> None:
         help=f"CSV or Parquet output file (default {DEFAULT_OUT}, only if no such file exists)",
     )
     p_opt.add_argument("--save-model", default=None, metavar="PATH", help="save the fitted model")
-    p_opt.add_argument(
+    add_distance_options(p_opt)
+    add_threads_option(p_opt)
+    add_device_option(p_opt)
+
+
+def add_distance_options(parser: argparse.ArgumentParser) -> None:
+    """``--min-distance`` and ``--diversity`` of ``optimize``."""
+    parser.add_argument(
         "--min-distance",
         type=float,
         default=0.0,
         metavar="D",
         help="proposals at least D from every measured row (differing positions, or std units)",
     )
-    p_opt.add_argument(
+    parser.add_argument(
         "--diversity",
         type=float,
         default=0.0,
         metavar="D",
         help="proposals at least D from each other (same units; best predicted kept first)",
     )
-    add_threads_option(p_opt)
-    add_device_option(p_opt)
 
 
 def add_propose_parser(sub: argparse._SubParsersAction) -> None:

@@ -390,20 +390,11 @@ class TableSchema:
             _, seq = sequence_tokens(frame[sequence], sequence, alphabet, where, infer=True)
             return cls(target, bool(minimize), (), seq, ignored)
 
-        described: list[NumericColumn | CategoricalColumn] = []
-        for name in features:
-            if name in categorical:
-                values = category_values(frame[name], name, where)
-                described.append(CategoricalColumn(name, _categories(values)))
-                continue
-            values = numeric_values(frame[name], name, where)
-            integer = bool(np.all(values == np.round(values)))
-            low, high = float(values.min()), float(values.max())
-            if name in bounds:
-                low, high = _check_bounds(name, bounds[name], integer)
-            std = float(values.std())
-            described.append(NumericColumn(name, low, high, integer, std if std > 0 else 1.0))
-        return cls(target, bool(minimize), tuple(described), None, ignored)
+        described = tuple(
+            _describe_column(frame[name], name, name in categorical, bounds.get(name), where)
+            for name in features
+        )
+        return cls(target, bool(minimize), described, None, ignored)
 
     # -- properties --
 
@@ -603,6 +594,26 @@ class TableSchema:
 
 
 # --- Column conversion ----------------------------------------------------------------------------
+
+
+def _describe_column(
+    series: pd.Series,
+    name: str,
+    categorical: bool,
+    bound: tuple[float, float] | None,
+    where: _Locator,
+) -> NumericColumn | CategoricalColumn:
+    """A feature column's description: its categories, or its range (``bound`` if given),
+    whether it holds whole numbers, and its std."""
+    if categorical:
+        return CategoricalColumn(name, _categories(category_values(series, name, where)))
+    values = numeric_values(series, name, where)
+    integer = bool(np.all(values == np.round(values)))
+    low, high = float(values.min()), float(values.max())
+    if bound is not None:
+        low, high = _check_bounds(name, bound, integer)
+    std = float(values.std())
+    return NumericColumn(name, low, high, integer, std if std > 0 else 1.0)
 
 
 class _Locator:
