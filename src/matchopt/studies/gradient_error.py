@@ -35,7 +35,7 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -323,6 +323,22 @@ def format_summary(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _error_table(surrogates: dict, x_test: dict) -> Any:
+    """Each surrogate's gradient errors at the test inputs of each alpha, sorted: columns
+    alpha, model, rank, error."""
+    pd = _import_pandas()
+    tables = []
+    for alpha, x in x_test.items():
+        for name, (model, model_encoder) in surrogates.items():
+            errors = np.sort(gradient_errors(model, model_encoder, x))
+            tables.append(
+                pd.DataFrame(
+                    {"alpha": alpha, "model": name, "rank": np.arange(len(x)), "error": errors}
+                )
+            )
+    return pd.concat(tables, ignore_index=True)
+
+
 def run_gradient_error_study(
     out_dir: str | Path,
     n_train: int = 1_000,
@@ -357,7 +373,7 @@ def run_gradient_error_study(
         The summary: one row per (alpha, model) with median, mean and max error, and the median
         norm of the true gradient at the test inputs.
     """
-    pd = _import_pandas()
+    _import_pandas()  # without pandas, fail before training
     alphas = _validate(n_train, alphas, n_test, epochs, lr, batch_size)
     out_dir = check_output_folder(out_dir, "study folder")  # before training, as the others
     dim = SHEKEL_DIM
@@ -388,16 +404,7 @@ def run_gradient_error_study(
         "regression": (regression, encoder),
     }
 
-    tables = []
-    for alpha in alphas:
-        for name, (model, model_encoder) in surrogates.items():
-            errors = np.sort(gradient_errors(model, model_encoder, x_test[alpha]))
-            tables.append(
-                pd.DataFrame(
-                    {"alpha": alpha, "model": name, "rank": np.arange(n_test), "error": errors}
-                )
-            )
-    errors = pd.concat(tables, ignore_index=True)
+    errors = _error_table(surrogates, x_test)
     summary = summarize(errors, x_test)
 
     atomic_write_bytes(out_dir / ERRORS_FILE, errors.to_csv(index=False).encode())
