@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -264,6 +264,27 @@ def _figure_png(checkpoints: pd.DataFrame, picks: pd.DataFrame, task: str) -> by
     return buffer.getvalue()
 
 
+def _other_seeds(
+    out: Path,
+    tasks: Sequence[str],
+    splits: Sequence[str],
+    done: set[tuple[str, str, int]],
+    described: Callable[[str], str],
+) -> list[pd.DataFrame]:
+    """The finished seeds under ``out`` of these tasks and splits that this run did not do
+    (e.g. fewer seeds for an expensive task, run by another command), if made with these
+    settings: the tables cover them too."""
+    pd = _import_pandas()
+    frames = []
+    for task_name in dict.fromkeys(tasks):
+        for split in dict.fromkeys(splits):
+            for path in sorted((out / task_name / split).glob("seed*.csv")):
+                seed = int(path.stem.removeprefix("seed"))
+                if (task_name, split, seed) not in done and same_settings(path, described(split)):
+                    frames.append(pd.read_csv(path))
+    return frames
+
+
 def run_checkpoint_selection_study(
     tasks: Sequence[str],
     seeds: Sequence[int],
@@ -326,15 +347,7 @@ def run_checkpoint_selection_study(
         )
         frames.append(frame)
     bar.close()
-    # Tables cover every finished seed of these tasks and splits under ``out``, including seeds
-    # run by other commands (e.g. fewer seeds for an expensive task), if made with these settings.
-    done = {(task, split, seed) for task, split, seed in jobs}
-    for task_name in dict.fromkeys(tasks):
-        for split in dict.fromkeys(splits):
-            for path in sorted((out / task_name / split).glob("seed*.csv")):
-                seed = int(path.stem.removeprefix("seed"))
-                if (task_name, split, seed) not in done and same_settings(path, described(split)):
-                    frames.append(pd.read_csv(path))
+    frames += _other_seeds(out, tasks, splits, set(jobs), described)
     checkpoints = pd.concat(frames, ignore_index=True)
     picks = rule_picks(checkpoints)
     rules = rule_table(picks)
