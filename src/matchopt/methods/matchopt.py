@@ -35,8 +35,11 @@ Deviations from the public script (listed in docs/matchopt.md):
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -413,6 +416,43 @@ def _saved_values_problem(
     return selector.state_problem(saved, model, epoch, evaluations)
 
 
+def _training_step(
+    model: MLP,
+    optimizer: torch.optim.Optimizer,
+    rule: Any,
+    alpha: float,
+    rank_weight: float,
+    fused: bool,
+    x: torch.Tensor,
+    y_path: torch.Tensor,
+) -> torch.Tensor:
+    """One optimizer step of Algorithm 1 on one trajectory (eq. 13 plus eq. 14's regularizer);
+    returns the loss."""
+    if fused:
+        loss = fused_loss_and_gradients(model, x, y_path, rule, alpha, rank_weight)
+    else:
+        optimizer.zero_grad()
+        loss = gradient_matching_loss(model, x, y_path, rule, alpha, rank_weight)
+        loss.backward()
+    optimizer.step()
+    return loss
+
+
+def _epoch_loss(
+    step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    features: torch.Tensor,
+    scores: torch.Tensor,
+    trajectories: torch.Tensor,
+) -> float:
+    """One epoch: ``step`` on every trajectory (rows of ``trajectories``); the mean loss."""
+    # Summed on the device in float64, in the order a Python float would sum them (the same
+    # value), read once an epoch: no host sync per step.
+    total = torch.zeros((), dtype=torch.float64, device=features.device)
+    for x, y_path in zip(features[trajectories], scores[trajectories]):
+        total += step(x, y_path).detach().double()
+    return total.item() / len(trajectories)
+
+
 class MatchOpt(Method):
     """MATCH-OPT (Hoang et al., ICML 2024): gradient-matching surrogate + gradient ascent.
 
@@ -547,22 +587,11 @@ class MatchOpt(Method):
             leave=False,
         )
         for epoch in bar:
-            # Summed on the device in float64, in the order a Python float would sum them (the
-            # same value), read once an epoch: no host sync per step.
-            epoch_loss = torch.zeros((), dtype=torch.float64, device=features.device)
             trajectories = torch.from_numpy(sample_trajectories(buckets, rng)).to(features.device)
-            for x, y_path in zip(features[trajectories], scores[trajectories]):
-                if fused:
-                    loss = fused_loss_and_gradients(
-                        model, x, y_path, rule, config.alpha, rank_weight
-                    )
-                else:
-                    optimizer.zero_grad()
-                    loss = gradient_matching_loss(model, x, y_path, rule, config.alpha, rank_weight)
-                    loss.backward()
-                epoch_loss += loss.detach().double()
-                optimizer.step()
-            self.losses_.append(epoch_loss.item() / len(trajectories))
+            step = functools.partial(
+                _training_step, model, optimizer, rule, config.alpha, rank_weight, fused
+            )
+            self.losses_.append(_epoch_loss(step, features, scores, trajectories))
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
             done = epoch + 1
             if validator is not None and (done % config.validation_every == 0 or done == epochs):
