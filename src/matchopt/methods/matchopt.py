@@ -281,6 +281,55 @@ def _leaky_relu_derivative(a: torch.Tensor, slope: float) -> torch.Tensor:
 
 
 @torch.no_grad()
+def _hidden_forward(
+    layers: list[torch.nn.Linear], a: torch.Tensor, slope: float
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The hidden activations ``h_l = m_l * a_l`` and LeakyReLU masks ``m_l`` of every layer,
+    from the first layer's pre-activations ``a``."""
+    acts: list[torch.Tensor] = []
+    masks: list[torch.Tensor] = []
+    for index, layer in enumerate(layers):
+        if index > 0:
+            a = torch.addmm(layer.bias, acts[-1], layer.weight.T)
+        mask = _leaky_relu_derivative(a, slope)
+        masks.append(mask)
+        acts.append(a * mask)
+    return acts, masks
+
+
+def _input_gradients(
+    layers: list[torch.nn.Linear], head: torch.nn.Linear, masks: list[torch.Tensor]
+) -> list[torch.Tensor]:
+    """``g[l]``: the output's gradient with respect to ``a_{l+1}`` for every row."""
+    g = [head.weight * masks[-1]]
+    for index in range(len(layers) - 1, 0, -1):
+        g.insert(0, (g[0] @ layers[index].weight) * masks[index - 1])
+    return g
+
+
+def _add_value_gradients(
+    grads: dict[torch.Tensor, torch.Tensor],
+    layers: list[torch.nn.Linear],
+    head: torch.nn.Linear,
+    acts: list[torch.Tensor],
+    masks: list[torch.Tensor],
+    x: torch.Tensor,
+    d_values: torch.Tensor,
+) -> None:
+    """Add to ``grads`` an ordinary MLP backward pass of ``d_values`` (the loss's derivative
+    with respect to the values at the trajectory rows ``x``)."""
+    n_points = len(x)
+    grads[head.weight] += d_values[None, :] @ acts[-1][:n_points]
+    grads[head.bias] += d_values.sum()
+    d_a = d_values[:, None] * head.weight * masks[-1][:n_points]
+    for index in range(len(layers) - 1, -1, -1):
+        inputs = acts[index - 1][:n_points] if index > 0 else x
+        grads[layers[index].weight] += d_a.T @ inputs
+        grads[layers[index].bias] += d_a.sum(0)
+        if index > 0:
+            d_a = (d_a @ layers[index].weight) * masks[index - 1][:n_points]
+
+
 def fused_loss_and_gradients(
     model: MLP,
     x: torch.Tensor,
@@ -313,19 +362,11 @@ def fused_loss_and_gradients(
     u = dx @ first.weight.T  # first-layer image of each segment, (P x H1)
     a_inner = a_points[:-1, None, :] + inner_t[None, :, None] * u[:, None, :]
     a = torch.cat([a_points, a_inner.reshape(n_pairs * n_inner, a_points.shape[1])])
-    acts, masks = [], []
-    for index, layer in enumerate(layers):
-        if index > 0:
-            a = torch.addmm(layer.bias, acts[-1], layer.weight.T)
-        mask = _leaky_relu_derivative(a, slope)
-        masks.append(mask)
-        acts.append(a * mask)
+    acts, masks = _hidden_forward(layers, a, slope)
     values = (acts[-1][:n_points] @ head.weight[0]) + head.bias
 
     # Input gradients with respect to a_1 for every row (g[l] is the gradient w.r.t. a_{l+1}).
-    g = [head.weight * masks[-1]]
-    for index in range(len(layers) - 1, 0, -1):
-        g.insert(0, (g[0] @ layers[index].weight) * masks[index - 1])
+    g = _input_gradients(layers, head, masks)
     g1 = g[0]
     g1_inner = g1[n_points:].view(n_pairs, n_inner, g1.shape[1])
     integral = (
@@ -362,15 +403,7 @@ def fused_loss_and_gradients(
         d_values = 2.0 * alpha * value_residual / n_points
         if rank_weight:  # ListNet: d/dv of -sum p_y log softmax(v) is softmax(v) - p_y
             d_values = d_values + rank_weight * (log_p_values.exp() - p_y)
-        grads[head.weight] += d_values[None, :] @ acts[-1][:n_points]
-        grads[head.bias] += d_values.sum()
-        d_a = d_values[:, None] * head.weight * masks[-1][:n_points]
-        for index in range(len(layers) - 1, -1, -1):
-            inputs = acts[index - 1][:n_points] if index > 0 else x
-            grads[layers[index].weight] += d_a.T @ inputs
-            grads[layers[index].bias] += d_a.sum(0)
-            if index > 0:
-                d_a = (d_a @ layers[index].weight) * masks[index - 1][:n_points]
+        _add_value_gradients(grads, layers, head, acts, masks, x, d_values)
     for p, grad in grads.items():
         p.grad = grad
     return loss.detach()
