@@ -398,27 +398,14 @@ class Mins(Method):
             order = draws.randperm(n_rows)
             totals = [LossTotal() for _ in methods]
             for step, batch in enumerate(order.split(config.batch_size, dim=-1)):
-                rows = batch.shape[-1]
-                x_real = first._relax_real(features[batch], tau, draws)
-                y, w = scores[batch], weights[batch]
-                with torch.no_grad():
-                    z = draws.randn(rows, config.latent_size)
-                    x_fake = first._generate(generator, z, y, tau, draws)
-                d_opt.zero_grad()
-                e = draws.rand(rows, 1)  # the interpolation coefficients of critic_loss
-                loss = wgan_gp_loss(critic, x_real, x_fake, y, w, config.penalty_weight, e)
-                loss.sum().backward()
-                d_opt.step()
-                for total, value in zip(totals, loss):
-                    total.add(value, rows)
-                if step % config.critic_steps == 0:
-                    critic.requires_grad_(False)
-                    g_opt.zero_grad()
-                    z = draws.randn(rows, config.latent_size)
-                    fake = first._generate(generator, z, y, tau, draws)
-                    generator_loss(critic, fake, y, w).sum().backward()
-                    g_opt.step()
-                    critic.requires_grad_(True)
+                first._gan_step(
+                    (generator, critic, g_opt, d_opt),
+                    (features[batch], scores[batch], weights[batch]),
+                    tau,
+                    draws,
+                    totals,
+                    step % config.critic_steps == 0,
+                )
             end_seed_epoch(snapshots, losses, totals, n_rows, bar, epoch + 1, config.epochs)
         bar.close()
         generator.unstack_into([g for g, _ in networks])
@@ -426,6 +413,41 @@ class Mins(Method):
         for method, (own_generator, own_critic), own in zip(methods, networks, losses):
             method.generator_, method.critic_ = own_generator.eval(), own_critic.eval()
             method.losses_ = own
+
+    def _gan_step(
+        self,
+        networks: tuple[SeedStack, SeedStack, torch.optim.Optimizer, torch.optim.Optimizer],
+        batch: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        tau: float,
+        draws: SeedDraws,
+        totals: list[LossTotal],
+        generator_turn: bool,
+    ) -> None:
+        """One batch of the WGAN-GP loop: a critic step (its loss added to ``totals``), then,
+        on the generator's turn, a generator step."""
+        config = self.config_
+        generator, critic, g_opt, d_opt = networks
+        features, y, w = batch
+        rows = y.shape[-1]
+        x_real = self._relax_real(features, tau, draws)
+        with torch.no_grad():
+            z = draws.randn(rows, config.latent_size)
+            x_fake = self._generate(generator, z, y, tau, draws)
+        d_opt.zero_grad()
+        e = draws.rand(rows, 1)  # the interpolation coefficients of critic_loss
+        loss = wgan_gp_loss(critic, x_real, x_fake, y, w, config.penalty_weight, e)
+        loss.sum().backward()
+        d_opt.step()
+        for total, value in zip(totals, loss):
+            total.add(value, rows)
+        if generator_turn:
+            critic.requires_grad_(False)
+            g_opt.zero_grad()
+            z = draws.randn(rows, config.latent_size)
+            fake = self._generate(generator, z, y, tau, draws)
+            generator_loss(critic, fake, y, w).sum().backward()
+            g_opt.step()
+            critic.requires_grad_(True)
 
     @torch.no_grad()
     @in_default_threads
