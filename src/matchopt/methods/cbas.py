@@ -317,22 +317,7 @@ class CbAS(Method):
         for _ in tqdm(
             range(config.iterations), desc="CbAS rounds", disable=not self.progress, leave=False
         ):
-            with torch.no_grad():
-                z = torch.randn(
-                    config.samples_per_iteration, config.latent_size, generator=generator
-                ).to(device)
-                q_params = search.decode(z)
-                x = search.sample_designs(q_params, generator)
-                x_features = self._features(x)
-                predicted = ensemble.predict_mean(x_features)
-                quantile = torch.tensor(config.percentile / 100.0, device=device)
-                gamma = float(torch.quantile(predicted, quantile, interpolation="nearest"))
-                weights = cbas_weights(
-                    prior.log_likelihood(prior.decode(z), x),
-                    search.log_likelihood(q_params, x),
-                    probability_above(ensemble, x_features, gamma),
-                    config.max_log_weight,
-                )
+            x, weights, gamma = self._weighted_samples(ensemble, prior, search, generator)
             self.gammas_.append(gamma)
             train_vae(
                 search,
@@ -348,6 +333,35 @@ class CbAS(Method):
         self.ensemble_, self.prior_, self.search_ = ensemble, prior, search
         self.data_ = data
         return self
+
+    @torch.no_grad()
+    def _weighted_samples(
+        self,
+        ensemble: GaussianEnsemble,
+        prior: DesignVAE,
+        search: DesignVAE,
+        generator: torch.Generator,
+    ) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """One round's samples of the search model, their CbAS weights (prior over search
+        likelihood times the probability of scoring above the round's threshold), and the
+        threshold gamma (the ``percentile`` of the samples' predicted scores)."""
+        config, device = self.config_, self.device_
+        z = torch.randn(config.samples_per_iteration, config.latent_size, generator=generator).to(
+            device
+        )
+        q_params = search.decode(z)
+        x = search.sample_designs(q_params, generator)
+        x_features = self._features(x)
+        predicted = ensemble.predict_mean(x_features)
+        quantile = torch.tensor(config.percentile / 100.0, device=device)
+        gamma = float(torch.quantile(predicted, quantile, interpolation="nearest"))
+        weights = cbas_weights(
+            prior.log_likelihood(prior.decode(z), x),
+            search.log_likelihood(q_params, x),
+            probability_above(ensemble, x_features, gamma),
+            config.max_log_weight,
+        )
+        return x, weights, gamma
 
     def _features(self, designs: torch.Tensor) -> torch.Tensor:
         """Ensemble features of VAE designs (tokens are mapped through the encoder)."""
