@@ -606,7 +606,7 @@ def test_a_crafted_coms_snapshot_is_ignored_before_any_part_is_restored(tmp_path
     capsys.readouterr()
     resumed = make_method("coms", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     assert warnings_in(capsys.readouterr().err) == [
-        f"matchopt: warning: {snapshot}: snapshot log_alpha has shape (3,) instead of (); "
+        f"matchopt: warning: {snapshot}: snapshot log_alpha has shape (3,) instead of (1,); "
         "training starts from scratch"
     ]
     reference = make_method("coms", "quick", settings, seed=2).fit(data)

@@ -36,6 +36,7 @@ import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -186,87 +187,22 @@ class Coms(Method):
 
     @fit_all_or_nothing
     def fit(self, data: OfflineData) -> Coms:
-        config = self.config_
-        features, scores, tau, step_size = self._prepare(data)
-        device = features.device
-        generator = torch.Generator().manual_seed(self.seed)  # batch orders, on the CPU
-        model = self._new_model(features.shape[1])
-        log_alpha = nn.Parameter(torch.tensor(math.log(config.initial_alpha), device=device))
-        optimizer = adam(model.parameters(), lr=config.lr)
-        alpha_optimizer = adam([log_alpha], lr=config.alpha_lr)
-
-        self.losses_: list[float] = []
-        snapshots = LoopSnapshots(
-            self,
-            data,
-            model=model,
-            optimizer=optimizer,
-            alpha_optimizer=alpha_optimizer,
-            noise=generator,
-        )
-        # A killed run of the same settings: go on (its log alpha is checked before anything is
-        # restored).
-        start = snapshots.start(
-            self.losses_,
-            config.epochs,
-            lambda values, epoch: state_problem(
-                values.get("log_alpha"), log_alpha.detach(), "snapshot log_alpha"
-            ),
-        )
-        if snapshots.saved:
-            with torch.no_grad():
-                log_alpha.copy_(snapshots.saved["log_alpha"])
-        bar = tqdm(
-            range(start, config.epochs),
-            initial=start,
-            total=config.epochs,
-            desc="COMs training",
-            unit="epoch",
-            disable=not self.progress,
-            leave=False,
-        )
-        for epoch in bar:
-            order = torch.randperm(len(features), generator=generator).to(device)
-            total = LossTotal()
-            for start in range(0, len(order), config.batch_size):
-                batch = order[start : start + config.batch_size]
-                x, y = features[batch], scores[batch]
-                x_neg = ascend(model, x, config.train_steps, step_size)
-                model_loss, alpha_loss, overestimation = conservative_losses(
-                    model, log_alpha, x, y, x_neg, tau
-                )
-                optimizer.zero_grad()
-                alpha_optimizer.zero_grad()
-                (model_loss + alpha_loss).backward()
-                optimizer.step()
-                alpha_optimizer.step()
-                total.add(model_loss, len(batch))
-            self.losses_.append(total.value() / len(order))
-            if self.progress:  # reading alpha and the overestimation waits on the device
-                bar.set_postfix(
-                    loss=f"{self.losses_[-1]:.4f}",
-                    alpha=f"{log_alpha.exp().item():.3f}",
-                    over=f"{overestimation.item():.3f}",
-                    refresh=False,
-                )
-            snapshots.save(
-                epoch + 1,
-                config.epochs,
-                losses=list(self.losses_),
-                log_alpha=log_alpha.detach().clone(),
-            )
-        bar.close()
-        self.model_ = model
-        self.alpha_ = float(log_alpha.detach().exp())
-        self.step_size_ = step_size
-        self.data_ = data
+        """Train the conservative model (module notes) as a seed stack of one."""
+        self._train([self], data, self)
         return self
 
     @classmethod
     def _fit_seeds(cls, methods: Sequence[Coms], data: OfflineData, run: SeedBatch) -> None:
-        """:meth:`fit` of every seed at once: the seeds' models as one :class:`SeedStack` (the
-        negatives of all seeds in one ascent: a seed's output depends on its own inputs only),
-        one log alpha per seed, each seed's batch order from its own generator."""
+        """:meth:`fit` of every seed at once (:meth:`_train`)."""
+        cls._train(methods, data, run)
+
+    @classmethod
+    def _train(cls, methods: Sequence[Coms], data: OfflineData, owner: Any) -> None:
+        """The training loop of ``methods`` (one seed each, or one method alone) as one seed
+        stack; ``owner`` keys the training snapshots (the method, or the batch). The seeds'
+        models are one :class:`SeedStack` (the negatives of all seeds in one ascent: a seed's
+        output depends on its own inputs only), one log alpha per seed, each seed's batch order
+        from its own generator."""
         first = methods[0]
         config = first.config_
         features, scores, tau, step_size = first._prepare(data)
@@ -288,7 +224,7 @@ class Coms(Method):
         losses: list[list[float]] = [[] for _ in methods]
         generator_parts = {f"noise{k}": g for k, g in enumerate(generators)}
         snapshots = LoopSnapshots(
-            run,
+            owner,
             data,
             model=stack,
             optimizer=optimizer,
@@ -311,7 +247,7 @@ class Coms(Method):
             range(start, config.epochs),
             initial=start,
             total=config.epochs,
-            desc=f"COMs training ({len(methods)} seeds)",
+            desc="COMs training" + (f" ({len(methods)} seeds)" if len(methods) > 1 else ""),
             unit="epoch",
             disable=not first.progress,
             leave=False,
