@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +143,24 @@ def conservative_losses(
 
 
 # --- 3. The method -----------------------------------------------------------------------------
+
+
+def _conservative_step(
+    losses_of_all: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    optimizers: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
+    log_alpha: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    x_neg: torch.Tensor,
+) -> torch.Tensor:
+    """One step of the models and of log alpha on one batch per seed; each seed's model loss."""
+    model_loss, alpha_loss, _ = losses_of_all(log_alpha, x, y, x_neg)
+    for optimizer in optimizers:
+        optimizer.zero_grad()
+    (model_loss + alpha_loss).sum().backward()
+    for optimizer in optimizers:
+        optimizer.step()
+    return model_loss
 
 
 class Coms(Method):
@@ -260,12 +278,9 @@ class Coms(Method):
                 batch = orders[:, begin : begin + config.batch_size]  # seeds x B
                 x, y = features[batch], scores[batch]
                 x_neg = ascend(stack, x, config.train_steps, step_size)
-                model_loss, alpha_loss, _ = losses_of_all(log_alpha, x, y, x_neg)
-                optimizer.zero_grad()
-                alpha_optimizer.zero_grad()
-                (model_loss + alpha_loss).sum().backward()
-                optimizer.step()
-                alpha_optimizer.step()
+                model_loss = _conservative_step(
+                    losses_of_all, (optimizer, alpha_optimizer), log_alpha, x, y, x_neg
+                )
                 for total, loss in zip(totals, model_loss):
                     total.add(loss, batch.shape[1])
             end_seed_epoch(
