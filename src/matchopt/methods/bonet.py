@@ -605,28 +605,13 @@ class BONET(Method):
             config.bin_value,
         )
         rngs = [np.random.default_rng(m.seed) for m in methods]
-        rows = np.stack(
-            [sample_trajectories(bins, quotas, regrets, config.n_trajectories, r) for r in rngs]
-        )  # S x trajectories x T
-        rtgs = torch.from_numpy(returns_to_go(regrets[rows])).float().to(device)
-        rows = torch.from_numpy(rows).to(device)
+        trajectories = first._trajectories(regrets, bins, quotas, rngs)
         windows = window_starts(
             config.n_trajectories, config.trajectory_length, config.context_length
         )
-        offsets = torch.arange(config.context_length, device=device)
-        own = torch.arange(len(methods), device=device)[:, None, None]  # each seed's slice
 
         # 4. Train the transformers; each seed's dropout draws from its own generator.
-        model = TrajectoryTransformer(
-            features.shape[1],
-            out_features,
-            config.context_length,
-            config.trajectory_length - config.context_length,
-            config.embed_dim,
-            config.n_layers,
-            config.n_heads,
-            seeds=[m.seed for m in methods],
-        ).to(device)
+        model = first._new_model(features.shape[1], out_features, [m.seed for m in methods])
         dropout_generators = [
             torch.Generator(device=device).manual_seed(dropout_seed(m.seed)) for m in methods
         ]
@@ -665,27 +650,9 @@ class BONET(Method):
             totals = [LossTotal() for _ in methods]
             for begin in range(0, orders.shape[1], config.batch_size):
                 batch = orders[:, begin : begin + config.batch_size]
-                optimizer.zero_grad()
-                batch_losses = [LossTotal() for _ in methods]
-                for part in batch.split(config.micro_batch or batch.shape[1], dim=1):
-                    trajectory, start = part.unbind(-1)  # S x B each
-                    steps = start[..., None] + offsets  # S x B x context trajectory steps
-                    window = rows[own, trajectory[..., None], steps]  # their offline rows
-                    points = features[window]  # the inputs, and the targets one token later
-                    predictions = model(
-                        rtgs[own, trajectory[..., None], steps], points, start, drop
-                    )
-                    loss = trajectory_loss(
-                        predictions, points, None if tokens is None else tokens[window], vocab
-                    )
-                    # Each seed's loss is a mean over the part: weighted by its share of the
-                    # batch, the parts' gradients add up to the whole batch's; summed over the
-                    # seeds, each seed's slice gets its own gradient.
-                    (loss * (part.shape[1] / batch.shape[1])).sum().backward()
-                    for total, seed_loss in zip(batch_losses, loss):
-                        total.add(seed_loss, part.shape[1])
-                clip_seed_grad_norms(list(model.parameters()), 1.0)
-                optimizer.step()
+                batch_losses = first._batch_step(
+                    model, optimizer, drop, batch, trajectories, features, tokens, vocab
+                )
                 for total, batch_loss in zip(totals, batch_losses):
                     total.add(batch_loss)
             end_seed_epoch(snapshots, losses, totals, len(windows), bar, epoch + 1, config.epochs)
@@ -697,6 +664,71 @@ class BONET(Method):
             method.model_ = model if len(methods) == 1 else model.seed_slice(k)
             method.losses_ = losses[k]
             method.data_ = data
+
+    def _trajectories(
+        self, regrets: np.ndarray, bins: np.ndarray, quotas: np.ndarray, rngs: list
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each seed's trajectories (row indices, S x trajectories x T, drawn from its own
+        ``rngs`` entry) and their returns-to-go, on the device."""
+        count = self.config_.n_trajectories
+        rows = np.stack([sample_trajectories(bins, quotas, regrets, count, r) for r in rngs])
+        device = self.device_
+        rtgs = torch.from_numpy(returns_to_go(regrets[rows])).float().to(device)
+        return torch.from_numpy(rows).to(device), rtgs
+
+    def _new_model(
+        self, in_features: int, out_features: int, seeds: list[int]
+    ) -> TrajectoryTransformer:
+        """The seeds' untrained transformers, as one stack, on the device."""
+        config = self.config_
+        return TrajectoryTransformer(
+            in_features,
+            out_features,
+            config.context_length,
+            config.trajectory_length - config.context_length,
+            config.embed_dim,
+            config.n_layers,
+            config.n_heads,
+            seeds=seeds,
+        ).to(self.device_)
+
+    def _batch_step(
+        self,
+        model: TrajectoryTransformer,
+        optimizer: torch.optim.Optimizer,
+        drop: SeedDropout,
+        batch: torch.Tensor,
+        trajectories: tuple[torch.Tensor, torch.Tensor],
+        features: torch.Tensor,
+        tokens: torch.Tensor | None,
+        vocab: int,
+    ) -> list[LossTotal]:
+        """One optimizer step on a batch of windows per seed (S x B x (trajectory, start)), in
+        micro-batches; each seed's mean loss over the batch."""
+        config = self.config_
+        rows, rtgs = trajectories
+        offsets = torch.arange(config.context_length, device=batch.device)
+        own = torch.arange(batch.shape[0], device=batch.device)[:, None, None]  # seed slices
+        optimizer.zero_grad()
+        batch_losses = [LossTotal() for _ in range(batch.shape[0])]
+        for part in batch.split(config.micro_batch or batch.shape[1], dim=1):
+            trajectory, start = part.unbind(-1)  # S x B each
+            steps = start[..., None] + offsets  # S x B x context trajectory steps
+            window = rows[own, trajectory[..., None], steps]  # their offline rows
+            points = features[window]  # the inputs, and the targets one token later
+            predictions = model(rtgs[own, trajectory[..., None], steps], points, start, drop)
+            loss = trajectory_loss(
+                predictions, points, None if tokens is None else tokens[window], vocab
+            )
+            # Each seed's loss is a mean over the part: weighted by its share of the batch, the
+            # parts' gradients add up to the whole batch's; summed over the seeds, each seed's
+            # slice gets its own gradient.
+            (loss * (part.shape[1] / batch.shape[1])).sum().backward()
+            for total, seed_loss in zip(batch_losses, loss):
+                total.add(seed_loss, part.shape[1])
+        clip_seed_grad_norms(list(model.parameters()), 1.0)
+        optimizer.step()
+        return batch_losses
 
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
