@@ -78,7 +78,6 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots
 from matchopt.config_fields import count, learning_rate
@@ -86,7 +85,12 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.seed_batch import (
+    SeedBatch,
+    end_seed_epoch,
+    epoch_bar,
+    seed_losses_check,
+)
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import LossTotal, adam
 from matchopt.models.stacked import (
@@ -635,15 +639,7 @@ class BONET(Method):
             losses[0], config.epochs, check=seed_losses_check(len(methods))
         )
         losses = snapshots.saved.get("seed_losses", losses)  # a killed run: go on
-        bar = tqdm(
-            range(first_epoch, config.epochs),
-            initial=first_epoch,
-            total=config.epochs,
-            desc="BONET training" + (f" ({len(methods)} seeds)" if len(methods) > 1 else ""),
-            unit="epoch",
-            disable=not first.progress,
-            leave=False,
-        )
+        bar = epoch_bar("BONET", first_epoch, config.epochs, len(methods), first.progress)
         for epoch in bar:
             orders = np.stack([windows[r.permutation(len(windows))] for r in rngs])
             orders = torch.from_numpy(orders).to(device)  # S x windows x (trajectory, start)

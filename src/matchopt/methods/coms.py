@@ -41,14 +41,18 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots, state_problem
 from matchopt.config_fields import by_design_type, count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.seed_batch import (
+    SeedBatch,
+    end_seed_epoch,
+    epoch_bar,
+    seed_losses_check,
+)
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.models.stacked import SeedStack, per_seed
@@ -261,15 +265,7 @@ class Coms(Method):
             losses = snapshots.saved["seed_losses"]
             with torch.no_grad():
                 log_alpha.copy_(snapshots.saved["log_alpha"])
-        bar = tqdm(
-            range(start, config.epochs),
-            initial=start,
-            total=config.epochs,
-            desc="COMs training" + (f" ({len(methods)} seeds)" if len(methods) > 1 else ""),
-            unit="epoch",
-            disable=not first.progress,
-            leave=False,
-        )
+        bar = epoch_bar("COMs", start, config.epochs, len(methods), first.progress)
         for epoch in bar:
             orders = torch.stack([torch.randperm(n_rows, generator=g) for g in generators])
             orders = orders.to(device)

@@ -53,14 +53,18 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots
 from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.seed_batch import (
+    SeedBatch,
+    end_seed_epoch,
+    epoch_bar,
+    seed_losses_check,
+)
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import LossTotal, adam
 from matchopt.models.sampling import gumbel_noise
@@ -383,15 +387,7 @@ class Mins(Method):
         )
         start = snapshots.start(losses[0], config.epochs, check=seed_losses_check(len(methods)))
         losses = snapshots.saved.get("seed_losses", losses)  # a killed run: go on
-        bar = tqdm(
-            range(start, config.epochs),
-            initial=start,
-            total=config.epochs,
-            desc="MINs training" + (f" ({len(methods)} seeds)" if len(methods) > 1 else ""),
-            unit="epoch",
-            disable=not first.progress,
-            leave=False,
-        )
+        bar = epoch_bar("MINs", start, config.epochs, len(methods), first.progress)
         n_rows = len(features)
         for epoch in bar:
             tau = float(temperatures[epoch])

@@ -7,6 +7,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tqdm.auto import tqdm
+
 if TYPE_CHECKING:
     from matchopt.checkpoints import TrainingCheckpoint
 
@@ -65,4 +67,19 @@ def end_seed_epoch(
         losses=list(losses[0]),
         seed_losses=[list(own) for own in losses],
         **values,
+    )
+
+
+def epoch_bar(name: str, start: int, epochs: int, n_seeds: int, progress: bool) -> tqdm:
+    """The progress bar of a seed stack's epochs ``start``..``epochs`` (a resumed run starts
+    past 0): ``<name> training``, with the number of seeds when more than one."""
+    seeds = f" ({n_seeds} seeds)" if n_seeds > 1 else ""
+    return tqdm(
+        range(start, epochs),
+        initial=start,
+        total=epochs,
+        desc=f"{name} training{seeds}",
+        unit="epoch",
+        disable=not progress,
+        leave=False,
     )
