@@ -50,11 +50,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots
 from matchopt.config_fields import learning_rate
@@ -62,7 +62,12 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import SeedBatch, end_seed_epoch, seed_losses_check
+from matchopt.methods.seed_batch import (
+    SeedBatch,
+    end_seed_epoch,
+    epoch_bar,
+    seed_losses_check,
+)
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.models.stacked import SeedStack, per_seed
@@ -335,49 +340,21 @@ class Ddom(Method):
 
     @fit_all_or_nothing
     def fit(self, data: OfflineData) -> Ddom:
-        config = self.config_
-        sde = self._sde()
-        features, scores, weights = self._prepare(data)
-        noise = torch.Generator().manual_seed(self.seed)  # all draws on the CPU, then moved
-        net = self._new_net(features.shape[1])
-        optimizer = adam(net.parameters(), lr=config.lr)
-
-        self.losses_: list[float] = []
-        snapshots = LoopSnapshots(self, data, model=net, optimizer=optimizer, noise=noise)
-        start = snapshots.start(self.losses_, config.epochs)  # a killed run: go on
-        bar = tqdm(
-            range(start, config.epochs),
-            initial=start,
-            total=config.epochs,
-            desc="DDOM training",
-            unit="epoch",
-            disable=not self.progress,
-            leave=False,
-        )
-        for epoch in bar:
-            total = LossTotal()
-            for batch, keep, t, eps in epoch_draws(
-                len(features), features.shape[1], config, noise, features.device
-            ):
-                x0, y, w = features[batch], scores[batch], weights[batch]
-                optimizer.zero_grad()
-                loss = denoising_loss(net, sde, x0, y * keep, w, t, eps)
-                loss.backward()
-                optimizer.step()
-                total.add(loss, len(batch))
-            self.losses_.append(total.value() / len(features))
-            bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
-            snapshots.save(epoch + 1, config.epochs, losses=list(self.losses_))
-        bar.close()
-        net.eval()
-        self.net_ = net
-        self.data_ = data
+        """Train the score network (module notes) as a seed stack of one."""
+        self._train([self], data, self)
         return self
 
     @classmethod
     def _fit_seeds(cls, methods: Sequence[Ddom], data: OfflineData, run: SeedBatch) -> None:
-        """:meth:`fit` of every seed at once: the seeds' networks as one :class:`SeedStack`,
-        one Adam step for all, each seed's draws from its own generator in its own order."""
+        """:meth:`fit` of every seed at once (:meth:`_train`)."""
+        cls._train(methods, data, run)
+
+    @classmethod
+    def _train(cls, methods: Sequence[Ddom], data: OfflineData, owner: Any) -> None:
+        """The training loop of ``methods`` (one seed each, or one method alone): the seeds'
+        networks as one :class:`SeedStack`, one Adam step for all, each seed's draws from its
+        own generator in its own order; ``owner`` keys the training snapshots (the method, or
+        the batch)."""
         first = methods[0]
         config = first.config_
         sde = first._sde()
@@ -397,7 +374,7 @@ class Ddom(Method):
         losses_of_all = per_seed(loss_of_one, stack)
         losses: list[list[float]] = [[] for _ in methods]
         snapshots = LoopSnapshots(
-            run,
+            owner,
             data,
             model=stack,
             optimizer=optimizer,
@@ -405,15 +382,7 @@ class Ddom(Method):
         )
         start = snapshots.start(losses[0], config.epochs, check=seed_losses_check(len(methods)))
         losses = snapshots.saved.get("seed_losses", losses)
-        bar = tqdm(
-            range(start, config.epochs),
-            initial=start,
-            total=config.epochs,
-            desc=f"DDOM training ({len(methods)} seeds)",
-            unit="epoch",
-            disable=not first.progress,
-            leave=False,
-        )
+        bar = epoch_bar("DDOM", start, config.epochs, len(methods), first.progress)
         for epoch in bar:
             totals = [LossTotal() for _ in methods]
             draws = [epoch_draws(len(features), dim, config, g, features.device) for g in noises]
