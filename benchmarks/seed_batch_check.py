@@ -1,7 +1,7 @@
 """A batched seed against its run alone, on a device: how far apart they end.
 
 Issue 28 asks that seed k of a batch of seeds give the designs of seed k trained alone, up to
-float round-off. ``tests/test_seed_batches.py`` checks it on the CPU; this script measures it on
+float round-off. ``tests/methods/test_seed_batches.py`` checks it on the CPU; this script measures it on
 any device (``benchmarks/gpu_grid.sh`` runs it on the GPU before its grid), where the batched
 products may choose other kernels than a run alone's. For each method that batches seeds, at
 the quick preset on both embedded tasks, it trains seeds 0 and 1 as one batch and each alone,
@@ -37,7 +37,7 @@ NETWORKS = {
 TASKS = ("styblinski-tang", "potts")
 SEEDS = (0, 1)
 N_DESIGNS = 32
-#: Relative bound on continuous designs (tests/test_seed_batches.py's TRAINING_ROUNDOFF).
+#: Relative bound on continuous designs (tests/methods/test_seed_batches.py's TRAINING_ROUNDOFF).
 ROUNDOFF = 2**10 * torch.finfo(torch.float32).eps / 2
 
 

@@ -3,7 +3,7 @@
 Refactors must not change what a method proposes. ``python tests/reference_designs.py OUT.npz
 [METHOD ...]`` stores the designs of every registered method (or of those named, kept beside the
 file's others; quick preset, seed 0, 32 designs) on both embedded tasks;
-``tests/test_reference_designs.py`` recomputes them and compares bitwise with
+``tests/methods/test_reference_designs.py`` recomputes them and compares bitwise with
 ``tests/data/reference_designs.npz``.
 
 Floats depend on the summation order of the kernels, which depends on the processor's

@@ -322,7 +322,7 @@ def run_grid(
         batch_seeds: train the unfinished seeds of a method that batches seeds (DDOM, COMs,
             MINs, BONET, the Gaussian ensembles) as one batch (:func:`plan_jobs`): on a GPU
             one step for all of them; each seed's record as its own run gives it, up to float
-            round-off (bit for bit for MINs and BONET; tests/test_seed_batches.py).
+            round-off (bit for bit for MINs and BONET; tests/methods/test_seed_batches.py).
     """
     if backend not in BACKENDS:
         raise MatchoptError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

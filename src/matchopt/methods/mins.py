@@ -355,7 +355,7 @@ class Mins(Method):
         about lr times the sign of its gradient and a gradient near zero whose sign round-off
         flips moves it by 2 lr. Only the same kernels keep a batched seed on its run alone's
         path: on the CPU a stack computes each seed's slice as a stack of one does (measured:
-        bit for bit, tests/test_seed_batches.py); on CUDA, whose batched products may pick
+        bit for bit, tests/methods/test_seed_batches.py); on CUDA, whose batched products may pick
         their kernel by the batch's size, that is unmeasured.
         """
         first = methods[0]

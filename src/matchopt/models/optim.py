@@ -3,7 +3,7 @@ and :class:`LossTotal`, the epoch's running loss that never makes a step wait on
 
 The fused kernel updates all parameters in one pass instead of foreach's chain of list
 operations; the update is Adam's, equal to the foreach one up to float rounding
-(``tests/test_speedups.py``). Measured per training step on this project's CPUs
+(``tests/benchmarks/test_speedups.py``). Measured per training step on this project's CPUs
 (``python benchmarks/speedups.py``): 1.12-1.55x on GA, DDOM and MINs-sized networks.
 """
 

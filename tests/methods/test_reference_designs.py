@@ -16,7 +16,7 @@ import numpy as np
 
 from matchopt.methods import METHODS
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]
 GOLDEN = HERE / "data" / "reference_designs.npz"
 TASKS = ("styblinski-tang", "potts")
 

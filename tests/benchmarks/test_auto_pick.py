@@ -5,7 +5,7 @@ from pathlib import Path
 
 from matchopt.records import RunRecord, write_record
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "auto_pick.py"
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "auto_pick.py"
 
 
 def record(task, method, seed, p100, p50, fit=None):

@@ -335,7 +335,7 @@ def test_real_tfbind8_files_match_the_table(data_dir):
 
 
 def test_reference_list_matches_the_table():
-    reference = Path(__file__).resolve().parents[2] / "shared/data/design_bench/CHECKSUMS.sha256"
+    reference = Path(__file__).resolve().parents[3] / "shared/data/design_bench/CHECKSUMS.sha256"
     if not reference.is_file():
         pytest.skip(f"{reference} not present")
     table = {}
