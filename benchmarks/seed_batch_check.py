@@ -1,9 +1,9 @@
 """A batched seed against its run alone, on a device: how far apart they end.
 
-Issue 28 asks that seed k of a batch of seeds give the designs of seed k trained alone, up to
-float round-off. ``tests/methods/test_seed_batches.py`` checks it on the CPU; this script measures it on
-any device (``benchmarks/gpu_grid.sh`` runs it on the GPU before its grid), where the batched
-products may choose other kernels than a run alone's. For each method that batches seeds, at
+Seed k of a batch of seeds should give the designs of seed k trained alone, up to float
+round-off. ``tests/methods/test_seed_batches.py`` checks it on the CPU; this script measures it
+on any device (``benchmarks/gpu_grid.sh`` runs it on the GPU before its grid), where the
+batched products may choose other kernels than a run alone's. For each method that batches seeds, at
 the quick preset on both embedded tasks, it trains seeds 0 and 1 as one batch and each alone,
 and prints per method and task: the largest parameter difference relative to the largest
 parameter, the largest relative difference of the epoch losses, and how many designs are
