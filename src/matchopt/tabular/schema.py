@@ -98,13 +98,17 @@ def _read_csv(path: Path) -> pd.DataFrame:
     raw = _read_csv_arrow(path)
     try:
         # header=None keeps the header row as written: pandas would rename duplicates (a, a.1).
-        raw = raw if raw is not None else pd.read_csv(
-            path,
-            header=None,
-            dtype=str,
-            keep_default_na=False,
-            skip_blank_lines=True,
-            encoding="utf-8-sig",  # a byte-order mark (spreadsheet exports) is not a name
+        raw = (
+            raw
+            if raw is not None
+            else pd.read_csv(
+                path,
+                header=None,
+                dtype=str,
+                keep_default_na=False,
+                skip_blank_lines=True,
+                encoding="utf-8-sig",  # a byte-order mark (spreadsheet exports) is not a name
+            )
         )
     except pd.errors.EmptyDataError:
         raise MatchoptError(f"{path}: the file is empty") from None
