@@ -1,6 +1,7 @@
-"""The CLI as a user runs it: subprocesses, exit codes, stdout/stderr contents (error cases run
-``main()`` in this process, with the environment a subprocess would get: the same code path
-without a second start of Python and torch for each case)."""
+"""The CLI as a user runs it: exit codes, stdout/stderr contents. Runs that depend on a fresh
+process (threads, records of a whole run) start a subprocess; the others run ``main()`` in this
+process with the environment a subprocess would get (the same code path without a second start
+of Python and torch for each case)."""
 
 import json
 import os
@@ -105,8 +106,8 @@ def test_run_table_and_set(tmp_path):
     assert record["config"]["quadrature"] == "left-riemann"
 
 
-def test_noreg_is_registered(tmp_path):
-    result = matchopt(
+def test_noreg_is_registered(tmp_path, in_process):
+    result = in_process(
         "run", "--method", "matchopt-noreg", "--preset", "quick", "--json", "--out", str(tmp_path)
     )
     assert result.returncode == 0, result.stderr
@@ -196,30 +197,30 @@ def test_missing_data_dir_error(tmp_path):
     assert "tf_bind_8-x-0.npy" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_tasks_and_methods_listing(tmp_path):
-    result = matchopt("tasks", "--data-dir", str(tmp_path))
+def test_tasks_and_methods_listing(tmp_path, in_process):
+    result = in_process("tasks", "--data-dir", str(tmp_path))
     assert result.returncode == 0
     for name in ("styblinski-tang", "potts", "tfbind8"):
         assert name in result.stdout
     assert "missing" in result.stdout and "embedded" in result.stdout
-    result = matchopt("methods")
+    result = in_process("methods")
     assert result.returncode == 0 and "matchopt-noreg" in result.stdout
     from matchopt.methods import METHODS
 
     lines = result.stdout.strip().splitlines()
     assert len(lines) == len(METHODS) + 2  # one line per method, then a blank line and a hint
-    result = matchopt("methods", "matchopt")
+    result = in_process("methods", "matchopt")
     assert result.returncode == 0
     assert "epochs = 200  [quick: 4" in result.stdout  # paper value, then other presets
     assert "Training epochs; each draws" in result.stdout  # the field's docstring
-    result = matchopt("methods", "ga")
+    result = in_process("methods", "ga")
     assert "n_models = 1 (fixed by this method)" in result.stdout
 
 
-def test_tasks_lists_the_suites():
+def test_tasks_lists_the_suites(in_process):
     from matchopt.tasks import SUITES
 
-    result = matchopt("tasks")
+    result = in_process("tasks")
     assert result.returncode == 0
     line = next(x for x in result.stdout.splitlines() if x.startswith("suite dev"))
     assert line.endswith(", ".join(SUITES["dev"]))
@@ -294,7 +295,7 @@ def test_grid_command_errors(args, message, in_process):
     assert "Traceback" not in result.stderr
 
 
-def test_design_bench_names_work_as_task_names(tmp_path):
+def test_design_bench_names_work_as_task_names(tmp_path, in_process, monkeypatch):
     from task_fixtures import write_sequences
 
     from matchopt.tasks import TASKS
@@ -302,19 +303,19 @@ def test_design_bench_names_work_as_task_names(tmp_path):
     data = tmp_path / "data"
     write_sequences(data, TASKS["tfbind8"], n_rows=4**8)  # every 8-mer: any design scores
     out = tmp_path / "runs"
-    result = matchopt(
+    monkeypatch.setenv("MATCHOPT_DATA_DIR", str(data))
+    result = in_process(
         "run", "--task", "TFBind8-Exact-v0", "--method", "random", "--preset", "quick",
-        "--json", "--out", str(out), env_data_dir=data,
+        "--json", "--out", str(out),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["task"] == "tfbind8"
     assert (out / "tfbind8" / "random" / "seed0.json").is_file()
-    twice = matchopt(
-        "bench", "--tasks", "tfbind8,TFBind8-Exact-v0", "--methods", "random", "--out", "x",
-        cwd=tmp_path,
-    )  # fmt: skip
+    twice = in_process(
+        "bench", "--tasks", "tfbind8,TFBind8-Exact-v0", "--methods", "random", "--out", "x"
+    )
     assert twice.returncode == 2 and "--tasks lists 'tfbind8' twice" in twice.stderr
-    unknown = matchopt("run", "--task", "TFBind9-Exact-v0")
+    unknown = in_process("run", "--task", "TFBind9-Exact-v0")
     assert unknown.returncode == 2 and "design-bench names: TFBind8-Exact-v0" in unknown.stderr
 
 
