@@ -237,10 +237,11 @@ def _checkpoint_selection_study(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         progress=True,
     )
-    print("Mean oracle scores of the checkpoints each rule picks (study only):")
-    print(format_table(rules))
-    print(f"CSV and PNG in {args.out}", file=sys.stderr)
-    return 0
+    return _print_rules(
+        "Mean oracle scores of the checkpoints each rule picks (study only):",
+        format_table(rules),
+        args.out,
+    )
 
 
 def _search_step_study(args: argparse.Namespace) -> int:
@@ -259,10 +260,9 @@ def _search_step_study(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         progress=True,
     )
-    print("Mean oracle scores of each search step scale (study only):")
-    print(format_table(rules))
-    print(f"CSV and PNG in {args.out}", file=sys.stderr)
-    return 0
+    return _print_rules(
+        "Mean oracle scores of each search step scale (study only):", format_table(rules), args.out
+    )
 
 
 def _search_settings_study(args: argparse.Namespace) -> int:
@@ -289,9 +289,18 @@ def _search_settings_study(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         progress=True,
     )
-    print("Mean oracle scores of each combination of search settings (study only):")
-    print(format_table(rules))
-    print(f"CSV and PNG in {args.out}", file=sys.stderr)
+    return _print_rules(
+        "Mean oracle scores of each combination of search settings (study only):",
+        format_table(rules),
+        args.out,
+    )
+
+
+def _print_rules(title: str, table: str, out: str) -> int:
+    """A study's rule table on stdout, where its files went on stderr; exit status 0."""
+    print(title)
+    print(table)
+    print(f"CSV and PNG in {out}", file=sys.stderr)
     return 0
 
 

@@ -56,7 +56,7 @@ import io
 import math
 import os
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -644,7 +644,7 @@ class TableOptimizer:
             # Parquet files also keep the protocol scores in their pandas metadata.
             out["proposed_by"] = self.choice_["choice"]
             out.attrs["matchopt"] = {"method": self.method, **self.choice_}
-        self._warn(out, n, searched, radius, self._shortfall_cause(pool, distances))
+        self._warn(out, n, searched, radius, lambda: self._shortfall_cause(pool, distances))
         return out
 
     def _collect(self, pool: _Pool, n: int) -> np.ndarray:
@@ -669,9 +669,11 @@ class TableOptimizer:
             count *= 4
         return own
 
-    def _warn(self, out: pd.DataFrame, n: int, searched: int, radius: int, cause: str) -> None:
-        """The warnings of a proposal table: neighbours used, fewer than ``n``, predictions
-        below the best measured value."""
+    def _warn(
+        self, out: pd.DataFrame, n: int, searched: int, radius: int, cause: Callable[[], str]
+    ) -> None:
+        """The warnings of a proposal table: neighbours used, fewer than ``n`` (``cause()``
+        says why, computed only then), predictions below the best measured value."""
         schema = self.schema_
         if searched < len(out):
             moved = "changed letters" if schema.sequence is not None else "steps of std/4"
@@ -686,7 +688,7 @@ class TableOptimizer:
             )
         if len(out) < n:
             warnings.warn(
-                f"only {len(out)} new designs (asked for {n}): {cause}",
+                f"only {len(out)} new designs (asked for {n}): {cause()}",
                 ProposalWarning,
                 stacklevel=4,
             )
