@@ -14,7 +14,7 @@ features; 8 x 4 one-hot outputs for BONET) and prints both and their ratio:
   batch in one pass vs 4 passes of 32 with gradient accumulation (``micro_batch=32``), both
   fused AdamW.
 * grouped ensemble: one step of all five 256-wide members of CMA-ES / BO-qEI / CbAS (batch
-  100); one member after another vs in lockstep (:func:`matchopt.models.gaussian.fit_grouped`).
+  100); one member after another vs in lockstep (:func:`matchopt.models.gaussian.fit_members`).
 
 The last rows estimate the training of GA + Ens-Mean + Ens-Min on one TF-Bind-8 seed from the
 member step: before, each trains its own ensemble (1 + 5 + 5 members); after, one 5-member

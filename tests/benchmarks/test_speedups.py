@@ -285,8 +285,11 @@ def test_narrow_ensembles_train_grouped_and_wide_ones_in_turn(monkeypatch, regre
     import matchopt.models.gaussian as gaussian
 
     calls = []
-    monkeypatch.setattr(gaussian, "fit_grouped", lambda *a, **k: calls.append("grouped"))
-    monkeypatch.setattr(gaussian, "fit_gaussian", lambda *a, **k: calls.append("one"))
+    monkeypatch.setattr(
+        gaussian,
+        "fit_members",
+        lambda *a, **k: calls.append("grouped" if k.get("stacked", True) else "one"),
+    )
     x, y = regression_data
     for hidden, n_models in [((256,), 5), ((2048, 8), 2), ((32,), 1)]:  # by width, not count
         gaussian.GaussianEnsemble(6, n_models, hidden).fit(
@@ -338,7 +341,7 @@ def test_an_ensemble_killed_between_members_resumes_at_the_next_member(tmp_path,
     from matchopt.tasks import load_task
 
     task = load_task("styblinski-tang")  # continuous designs: any change shows
-    original = gaussian.fit_gaussian
+    original = gaussian.fit_members
     trained = []
 
     def killed_after_two(*args, **kwargs):
@@ -347,12 +350,12 @@ def test_an_ensemble_killed_between_members_resumes_at_the_next_member(tmp_path,
         trained.append(1)
         return original(*args, **kwargs)
 
-    gaussian.fit_gaussian = killed_after_two
+    gaussian.fit_members = killed_after_two
     try:
         with pytest.raises(KeyboardInterrupt):
             _designs("ens-mean", task, cache=tmp_path)
     finally:
-        gaussian.fit_gaussian = original
+        gaussian.fit_members = original
     designs, report = _designs("ens-mean", task, cache=tmp_path)
     assert report["shared_ensemble"]["resumed_members"] == 2
     assert report["shared_ensemble"]["earlier_seconds"] > 0  # the killed sitting's members

@@ -123,10 +123,13 @@ def test_batched_wide_ensembles_equal_members_trained_one_after_another(monkeypa
     monkeypatch.setattr(gaussian_module, "GROUPED_MAX_WIDTH", 0)
     data = load_task("styblinski-tang").offline
     calls = []
-    real = gaussian_module.fit_gaussian
-    monkeypatch.setattr(
-        gaussian_module, "fit_gaussian", lambda *a, **k: calls.append(1) or real(*a, **k)
-    )
+    real = gaussian_module.fit_members
+
+    def counted(*args, **kwargs):
+        calls.extend([1] if kwargs.get("stacked") is False else [])  # members trained alone
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gaussian_module, "fit_members", counted)
     alone = [make_method("ens-mean", "quick", {}, seed=s).fit(data) for s in (3, 4)]
     assert len(calls) == 2 * 5  # each member of each seed in turn
     batch = type(alone[0]).fit_seeds(

@@ -5,6 +5,7 @@ import dataclasses
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from matchopt.models import EnsembleConfig, GaussianEnsemble, GaussianMLP, bootstrap_weights
@@ -81,3 +82,12 @@ def test_trained_ensemble_is_frozen_seeded_and_averages_its_members():
         assert torch.equal(p, q)
     other = GaussianEnsemble.from_config(x, y, config, seed=5)
     assert not torch.equal(other.member_means(x), means)
+
+
+def test_a_member_alone_is_a_stack_of_one():
+    from matchopt.models.gaussian import GaussianMLP, fit_members
+
+    x, y = torch.randn(20, 3), torch.randn(20)
+    members = [GaussianMLP(3, (4,)), GaussianMLP(3, (4,))]
+    with pytest.raises(ValueError, match="stacked=False trains one member, got 2"):
+        fit_members(members, x, y, epochs=1, batch_size=5, lr=1e-3, stacked=False)

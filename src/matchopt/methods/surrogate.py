@@ -68,7 +68,7 @@ class EnsembleSurrogateMethod(Method):
         first = methods[0]
         features, scores, cache = first._prepare(data)
 
-        def snapshots(model, optimizer, orders):  # noqa: ANN001, ANN202 (fit_grouped's parts)
+        def snapshots(model, optimizer, orders):  # noqa: ANN001, ANN202 (fit_members's parts)
             return _BatchSnapshots(run, data, model, optimizer, orders)
 
         ensembles = GaussianEnsemble.from_config_seeds(
@@ -110,7 +110,7 @@ class EnsembleSurrogateMethod(Method):
 
 
 class _BatchSnapshots:
-    """:func:`~matchopt.models.gaussian.fit_grouped`'s snapshots of a seed batch: the stacked
+    """:func:`~matchopt.models.gaussian.fit_members`'s snapshots of a seed batch: the stacked
     members, their optimizer and batch-order generators, and every member's losses."""
 
     def __init__(self, run: SeedBatch, data: OfflineData, model, optimizer, orders) -> None:  # noqa: ANN001

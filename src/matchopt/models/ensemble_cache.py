@@ -7,7 +7,7 @@ depend on how many members follow them (initialization, bootstrap draws and batc
 taken member after member from the seeded generators, :meth:`GaussianEnsemble.fit`), so the
 first ``n`` members of a trained ``k``-member ensemble *are* the ``n``-member ensemble: GA's model
 is member 0 of Ens-Mean's, bit for bit. Narrow members train in lockstep
-(:func:`~matchopt.models.gaussian.fit_grouped`), whose float rounding depends on the member count,
+(:func:`~matchopt.models.gaussian.fit_members`), whose float rounding depends on the member count,
 so those are shared only between requests of the same size (CMA-ES and BO-qEI). ``matchopt
 bench`` uses a cache folder for cells that share an ensemble; a standalone ``matchopt run`` trains
 its own.

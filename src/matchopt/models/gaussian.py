@@ -139,45 +139,30 @@ def fit_gaussian(
     desc: str = "training",
     skip_zero_weights: bool = True,
 ) -> list[float]:
-    """Train by weighted NLL with Adam over shuffled mini-batches; returns the epoch losses.
+    """Train one member by weighted NLL with Adam over shuffled mini-batches (the stack of one
+    of :func:`fit_members`); returns the epoch losses.
 
     The loss of a batch is ``sum(w_i * nll_i) / sum(w_i)`` with ``w`` the sample weights
-    (1 if None), as design-baselines' bootstrapped training. Rows of weight 0 (about 37% of a
-    bootstrap) add nothing to that sum, so they are left out of the forward pass: the same loss
-    and gradients up to summation order, for 1.15-1.44x less work
-    (``benchmarks/speedups.py``). Batches are drawn over all rows as before, so the batch order
-    and the number of optimizer steps are unchanged. Only on the CPU: on a GPU, finding those rows
-    (a boolean mask) would make the host wait for the device at every step, so they
-    stay in the batch with weight 0.
+    (1 if None), as design-baselines' bootstrapped training. On the CPU, rows of weight 0 (about
+    37% of a bootstrap) are left out of the forward pass (``skip_zero_weights``).
     """
-    optimizer = adam(model.parameters(), lr=lr)
-    weights = torch.ones(len(x)) if sample_weights is None else sample_weights.float()
-    weights = weights.to(x.device)
-    skip_zero_weights = skip_zero_weights and x.device.type == "cpu"
-    skip_zero_rows = skip_zero_weights and bool((weights == 0).any())
-    losses = []
-    for _ in tqdm(range(epochs), desc=desc, unit="epoch", disable=not progress, leave=False):
-        order = torch.randperm(len(x), generator=generator).to(x.device)  # drawn on the CPU
-        total = torch.zeros((), dtype=torch.float64, device=x.device)  # no host sync per step
-        for start in range(0, len(x), batch_size):
-            batch = order[start : start + batch_size]
-            w = weights[batch]
-            n_rows = len(batch)
-            if skip_zero_rows:
-                # An all-zero batch leaves an empty forward pass: zero gradients and an Adam step
-                # on them, exactly as the weighted loss of the full batch gives.
-                kept = w > 0
-                batch, w = batch[kept], w[kept]
-            loss = (w * model.nll(x[batch], y[batch])).sum() / w.sum().clamp_min(1e-12)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            total += loss.detach().double() * n_rows
-        losses.append(total.item() / len(x))
-    return losses
+    return fit_members(
+        [model],
+        x,
+        y,
+        epochs=epochs,
+        batch_size=batch_size,
+        lr=lr,
+        sample_weights=None if sample_weights is None else sample_weights[None],
+        orders=[generator],
+        progress=progress,
+        stacked=False,
+        desc=desc,
+        skip_zero_weights=skip_zero_weights,
+    )[0]
 
 
-#: Members no wider than this train in lockstep as one batched network (:func:`fit_grouped`):
+#: Members no wider than this train in lockstep as one batched network (:func:`fit_members`):
 #: small matrix products leave most of a core idle, batched ones fill it (3-4x per step on the
 #: 256-wide members of CMA-ES, BO-qEI and CbAS); wide members (GA's 2048) gain nothing from it
 #: and keep the sequential path, which can skip zero-weight rows.
@@ -185,7 +170,7 @@ GROUPED_MAX_WIDTH = 512
 
 
 def trains_grouped(hidden: Sequence[int]) -> bool:
-    """Whether members of these hidden widths train in lockstep (:func:`fit_grouped`)."""
+    """Whether members of these hidden widths train in lockstep (:func:`fit_members`)."""
     return max(hidden, default=0) <= GROUPED_MAX_WIDTH
 
 
@@ -261,7 +246,7 @@ class StackedMembers(nn.Module):
 
 
 class GroupedSnapshots(Protocol):
-    """Training snapshots of :func:`fit_grouped` (e.g. a method's
+    """Training snapshots of :func:`fit_members` (e.g. a method's
     :class:`~matchopt.checkpoints.LoopSnapshots`, adapted): ``start`` restores the parts it was
     made with and returns the epoch to go on from and the members' losses so far; ``save``
     keeps them after an epoch."""
@@ -271,7 +256,29 @@ class GroupedSnapshots(Protocol):
     def save(self, epoch: int, epochs: int, member_losses: list[list[float]]) -> None: ...
 
 
-def fit_grouped(
+class OneMember(nn.Module):
+    """One member as a stack of one (1 x B): its own layers compute it, so that a member trained
+    alone by :func:`fit_members` has the arithmetic of its own forward pass (a batched product
+    of one member rounds differently from the member's linear layers)."""
+
+    def __init__(self, member: GaussianMLP):
+        super().__init__()
+        self.member = member
+
+    def ordered_parameters(self) -> list[nn.Parameter]:
+        """The member's parameters, the optimizer's order."""
+        return list(self.member.parameters())
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and soft-clamped log-std (1 x B) of ``x`` (1 x B x d)."""
+        mean, log_std = self.member(x[0])
+        return mean[None], log_std[None]
+
+    def unstack_into(self, members: Sequence[GaussianMLP]) -> None:
+        """Nothing to copy: the member trained in place."""
+
+
+def fit_members(
     members: Sequence[GaussianMLP],
     x: torch.Tensor,
     y: torch.Tensor,
@@ -281,67 +288,90 @@ def fit_grouped(
     lr: float,
     sample_weights: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
-    orders: Sequence[torch.Generator] | None = None,
+    orders: Sequence[torch.Generator | None] | None = None,
     progress: bool = False,
     snapshots: Callable[..., GroupedSnapshots] | None = None,
+    stacked: bool = True,
+    desc: str = "ensemble",
+    skip_zero_weights: bool = True,
 ) -> list[list[float]]:
-    """Train ``members`` (same architecture) together: the training :func:`fit_gaussian` gives
-    each of them, as one batched network (:class:`StackedMembers`).
+    """The training loop of every Gaussian member: weighted NLL with Adam over shuffled
+    mini-batches, ``members`` (one architecture) together as one batched network
+    (:class:`StackedMembers`) or, with ``stacked=False``, one member alone (:class:`OneMember`).
 
     Every member sees the batches it would see when trained alone (its batch orders from its
     own generator in ``orders``; by default, those of training the members one after another
     from ``generator``, :func:`member_orders`), its own sample weights (``sample_weights``:
-    members x rows) and its own Adam state; the loss summed over members has each member's loss
-    gradient in that member's parameters. Only the summation order of the batched products
-    differs, so the result equals sequential training up to float rounding. The members may
-    belong to several ensembles (seeds as a batch dimension:
-    :meth:`GaussianEnsemble.trained_seeds`).
+    members x rows) and its own Adam state; a batch's loss is ``sum(w_i * nll_i) / sum(w_i)``
+    (design-baselines' bootstrapped training) and the loss summed over members has each
+    member's loss gradient in that member's parameters. So a stack equals its members trained
+    one after another up to float rounding. The members may belong to several ensembles (seeds
+    as a batch dimension: :meth:`GaussianEnsemble.trained_seeds`).
+
+    A member alone on the CPU leaves rows of weight 0 (about 37% of a bootstrap) out of its
+    forward pass (``skip_zero_weights``): the same loss and gradients up to summation order, for
+    1.15-1.44x less work (``benchmarks/speedups.py``); the batches are drawn over all rows, so
+    the batch order and the number of optimizer steps are unchanged. A stack keeps them with
+    weight 0 (one batch shape for all members), as does a GPU (finding those rows would make the
+    host wait for the device at every step).
 
     ``snapshots(model, optimizer, orders)`` gives the loop's snapshots (a killed run goes on
-    from the last one). Returns each member's loss per epoch. The losses stay on the device
-    until an epoch ends (no host sync per step).
+    from the last one). Returns each member's loss per epoch (the losses stay on the device
+    until an epoch ends: no host sync per step).
     """
+    if not stacked and len(members) != 1:
+        raise ValueError(f"stacked=False trains one member, got {len(members)}")
     if orders is None:
         generator = torch.Generator() if generator is None else generator
         orders = member_orders(generator, len(members), epochs, len(x))
     orders = list(orders)
-    stacked = StackedMembers(members)
-    optimizer = adam(stacked.ordered_parameters(), lr=lr)
+    model = StackedMembers(members) if stacked else OneMember(members[0])
+    optimizer = adam(model.ordered_parameters(), lr=lr)
     n_members = len(members)
     weights = torch.ones(n_members, len(x)) if sample_weights is None else sample_weights.float()
     weights = weights.to(x.device)
+    skip_zero_rows = (
+        not stacked and skip_zero_weights and x.device.type == "cpu" and bool((weights == 0).any())
+    )
     start, losses = 0, [[] for _ in range(n_members)]
-    loop = None if snapshots is None else snapshots(stacked, optimizer, orders)
+    loop = None if snapshots is None else snapshots(model, optimizer, orders)
     if loop is not None:
         start, losses = loop.start(n_members, epochs)
     bar = tqdm(
         range(start, epochs),
         initial=start,
         total=epochs,
-        desc="ensemble",
+        desc=desc,
         unit="epoch",
         disable=not progress,
         leave=False,
     )
     for epoch in bar:
+        # Drawn on the CPU (the same orders on every device).
         order = torch.stack([torch.randperm(len(x), generator=g) for g in orders]).to(x.device)
-        total = torch.zeros(n_members, dtype=x.dtype, device=x.device)
+        total = torch.zeros(n_members, dtype=torch.float64, device=x.device)
         for first in range(0, len(x), batch_size):
             batch = order[:, first : first + batch_size]  # members x B
-            mean, log_std = stacked(x[batch])  # x[batch]: members x B x d
-            nll = gaussian_nll(mean, log_std, y[batch])
+            n_rows = batch.shape[1]
             w = weights.gather(1, batch)
+            if skip_zero_rows:
+                # An all-zero batch leaves an empty forward pass: zero gradients and an Adam step
+                # on them, exactly as the weighted loss of the full batch gives.
+                kept = w[0] > 0
+                batch, w = batch[:, kept], w[:, kept]
+            mean, log_std = model(x[batch])  # x[batch]: members x B x d
+            nll = gaussian_nll(mean, log_std, y[batch])
             member_losses = (w * nll).sum(1) / w.sum(1).clamp_min(1e-12)
             optimizer.zero_grad()
             member_losses.sum().backward()
             optimizer.step()
-            total += member_losses.detach() * batch.shape[1]
+            total += member_losses.detach().double() * n_rows
         for own, value in zip(losses, (total / len(x)).tolist()):
             own.append(value)
         if loop is not None:
             loop.save(epoch + 1, epochs, losses)
     bar.close()
-    stacked.unstack_into(members)
+    model.unstack_into(members)
     return losses
 
 
@@ -424,7 +454,7 @@ class GaussianEnsemble(nn.Module):
     ) -> GaussianEnsemble:
         """Train each member (on its own bootstrap when ``bootstrap``).
 
-        ``grouped``: train the members in lockstep as one batched network (:func:`fit_grouped`,
+        ``grouped``: train the members in lockstep as one batched network (:func:`fit_members`,
         the same training up to float rounding); None = when the members are no wider than
         :data:`GROUPED_MAX_WIDTH`. Members trained one after another can start at
         ``first_member`` (the ones before it already trained, e.g. read back after a kill:
@@ -438,7 +468,7 @@ class GaussianEnsemble(nn.Module):
             widths = [m.out_features for m in self.members[0].body if isinstance(m, nn.Linear)]
             grouped = trains_grouped(widths[:-1])
         if grouped:
-            fit_grouped(
+            fit_members(
                 list(self.members),
                 x,
                 y,
@@ -455,16 +485,17 @@ class GaussianEnsemble(nn.Module):
                 for _ in range(epochs):  # the batch orders this member drew
                     torch.randperm(len(x), generator=generator)
                 continue
-            fit_gaussian(
-                member,
+            fit_members(  # a stack of one: each member alone, batch orders drawn in turn
+                [member],
                 x,
                 y,
                 epochs=epochs,
                 batch_size=batch_size,
                 lr=lr,
-                sample_weights=None if weights is None else torch.from_numpy(weights[index]),
-                generator=generator,
+                sample_weights=None if weights is None else torch.from_numpy(weights[[index]]),
+                orders=[generator],
                 progress=progress,
+                stacked=False,
                 desc=f"member {index + 1}/{len(self.members)}",
             )
             if member_done is not None:
@@ -610,7 +641,7 @@ class GaussianEnsemble(nn.Module):
     ) -> tuple[list[GaussianEnsemble], list[list[float]]]:
         """One ensemble per seed, each as :meth:`trained` gives it up to float rounding, all
         trained at once: the members of every seed in lockstep as one batched network
-        (:func:`fit_grouped`: one GPU step for all seeds). Each seed keeps its own
+        (:func:`fit_members`: one GPU step for all seeds). Each seed keeps its own
         initialization, bootstrap and batch orders (from its own generators, as its
         :meth:`fit`). Returns the frozen ensembles and each member's epoch losses (seed-major).
         """
@@ -631,7 +662,7 @@ class GaussianEnsemble(nn.Module):
                 weights.append(bootstrap_weights(len(x), n_models, rng))
             generator = torch.Generator().manual_seed(seed)
             orders += member_orders(generator, n_models, epochs, len(x))
-        losses = fit_grouped(
+        losses = fit_members(
             members,
             x,
             y,
