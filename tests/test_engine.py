@@ -16,7 +16,7 @@ import pytest
 from matchopt.bench import Grid, run_grid
 from matchopt.config_fields import count
 from matchopt.data import DesignSpace, OfflineData
-from matchopt.methods import METHODS
+from matchopt.methods import METHODS, RunContext
 from matchopt.methods.base import Method, MethodEntry
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.report import write_report
@@ -65,10 +65,12 @@ class FakeMethod(Method):
     config_class = FakeConfig
     presets = {"paper": {}, "quick": {"step": 0.2}}
     fits = 0
+    contexts: list[RunContext] = []
 
     @fit_all_or_nothing
     def fit(self, data: OfflineData) -> FakeMethod:
         type(self).fits += 1
+        type(self).contexts.append(self.context)
         self.data_ = data
         return self
 
@@ -86,6 +88,7 @@ def fakes(monkeypatch):
     monkeypatch.setitem(TASKS, FakeTask.name, FakeTask)
     monkeypatch.setitem(METHODS, "fake", MethodEntry(FakeMethod, "fake method (tests)"))
     FakeTask.oracle_calls = FakeMethod.fits = 0
+    monkeypatch.setattr(FakeMethod, "contexts", [])
     return FakeTask, FakeMethod
 
 
@@ -132,3 +135,22 @@ def test_a_failing_cell_is_recorded_and_the_grid_goes_on(fakes, tmp_path, monkey
     assert task.oracle_calls == 0  # the oracle never sees a failed run
     assert all((tmp_path / "fake-quadratic" / "fake" / f"seed{s}.json").exists() is False
                for s in (0, 1))  # fmt: skip
+
+
+def test_a_run_hands_its_context_to_the_method_and_nothing_else(fakes, tmp_path, monkeypatch):
+    task, method = fakes
+    run("fake-quadratic", "fake", seed=0, preset="quick", n_designs=4)
+    assert method.contexts[-1] == RunContext()  # a plain fit: no snapshots, no shared ensembles
+    context = RunContext.of(tmp_path / "snap.pt", tmp_path / "ensembles", [0, 1])
+    run("fake-quadratic", "fake", seed=0, preset="quick", n_designs=4, context=context)
+    seen = method.contexts[-1]
+    assert seen.ensemble_folder == tmp_path / "ensembles" and seen.seed_batch == (0, 1)
+    assert seen.snapshot is None  # a method that keeps no snapshots is given no file
+    monkeypatch.setattr(FakeMethod, "resumable", True)
+    run("fake-quadratic", "fake", seed=0, preset="quick", n_designs=4, context=context)
+    assert method.contexts[-1].snapshot.path == tmp_path / "snap.pt"
+    # A grid gives each cell its own snapshot file, under the results folder.
+    grid = Grid(tasks=["fake-quadratic"], methods=["fake"], seeds=[5], preset="quick")
+    run_grid(grid, tmp_path / "grid", workers=1, progress=False)
+    snapshot = method.contexts[-1].snapshot
+    assert snapshot is not None and (tmp_path / "grid") in snapshot.path.parents

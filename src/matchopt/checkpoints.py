@@ -58,7 +58,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,16 +132,30 @@ def default_every() -> float:
     return value
 
 
-def run_key(method: Any, x: np.ndarray, y: np.ndarray) -> str:
-    """Digest of what makes a run: method class, config, seed and the offline data."""
+def run_key(name: str, config: Any, seed: int | Sequence[int], x: np.ndarray, y: np.ndarray) -> str:
+    """Digest of what makes a run: the method's class name, its config, its seed (a seed batch's
+    seeds) and the offline data."""
     digest = hashlib.sha256()
-    config = dataclasses.asdict(method.config_)
-    # A batch of seeds (matchopt.methods.seed_batch.SeedBatch) names its method class itself.
-    name = getattr(method, "run_name", type(method).__name__)
-    digest.update(json.dumps([name, config, method.seed], default=str).encode())
+    fields = dataclasses.asdict(config)
+    digest.update(json.dumps([name, fields, seed], default=str).encode())
     digest.update(np.ascontiguousarray(x).tobytes())
     digest.update(np.ascontiguousarray(y).tobytes())
     return digest.hexdigest()
+
+
+def loop_snapshots(
+    checkpoint: TrainingCheckpoint | None,
+    name: str,
+    config: Any,
+    seed: int | Sequence[int],
+    data: Any,
+    stage: str,
+    parts: dict[str, Any],
+) -> LoopSnapshots:
+    """:class:`LoopSnapshots` of the run ``name``/``config``/``seed`` on ``data`` (its
+    :func:`run_key`, digested only where there is a snapshot file to bind)."""
+    key = "" if checkpoint is None else run_key(name, config, seed, data.x, data.y)
+    return LoopSnapshots(checkpoint, key, stage, **parts)
 
 
 #: What a check of a snapshot returns: what is wrong with it, in words, or None.
@@ -505,30 +519,34 @@ class LoopSnapshots:
     """Snapshots of one training loop: its parts (modules, optimizers, generators) restored at
     the start and saved at the end of an epoch when due, and at the end of the last.
 
-    Usage in a method's ``fit`` (``parts`` by name; extra values such as losses go along)::
+    Usage in a method's ``fit`` (:meth:`~matchopt.methods.engine.RunSupport.snapshots` makes
+    them from the method's run context; ``parts`` by name; extra values such as losses go
+    along)::
 
-        snapshots = LoopSnapshots(self, data, model=net, optimizer=opt, noise=generator)
+        snapshots = self.snapshots(data, model=net, optimizer=opt, noise=generator)
         start = snapshots.start(losses, epochs)  # 0, or the epoch a killed run had reached
         for epoch in range(start, epochs):
             ...
             snapshots.save(epoch + 1, epochs, losses=losses)  # when due, and after the last
 
-    Does nothing for a method without a ``training_checkpoint``.
+    Does nothing without a ``checkpoint``.
 
     Args:
-        method: the method being fitted.
-        data: its offline data (part of the run's identity).
+        checkpoint: the run's snapshot file, or None.
+        key: the run's identity (:func:`run_key`), which a snapshot must match.
         stage: tells apart several loops of one fit (e.g. training and refit).
         **parts: torch modules, optimizers and generators, numpy generators.
     """
 
-    def __init__(self, method: Any, data: Any, stage: str = "main", **parts: Any):
-        self.checkpoint = getattr(method, "training_checkpoint", None)
+    def __init__(
+        self, checkpoint: TrainingCheckpoint | None, key: str, stage: str = "main", **parts: Any
+    ):
+        self.checkpoint = checkpoint
         self.stage = stage
         self.parts = parts
         self.saved: dict[str, Any] = {}
         if self.checkpoint is not None:
-            self.checkpoint.bind(run_key(method, data.x, data.y))
+            self.checkpoint.bind(key)
 
     def _state_of(self, part: Any) -> Any:
         if isinstance(part, np.random.Generator):

@@ -14,7 +14,7 @@ import numpy as np
 from matchopt._version import __version__, source_commit
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
-from matchopt.methods import Method, make_method
+from matchopt.methods import Method, RunContext, make_method
 from matchopt.records import RunRecord
 from matchopt.runtime import limit_threads, resolve_device
 from matchopt.tasks import Task, load_task
@@ -32,35 +32,28 @@ def run(
     n_designs: int = N_DESIGNS,
     progress: bool = False,
     threads: int | None = None,
-    snapshot: str | os.PathLike | None = None,
-    ensemble_cache: str | os.PathLike | None = None,
     device: str | None = None,
-    ensemble_seed_batch: Sequence[int] | None = None,
+    context: RunContext | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
     """Fit ``method`` on the task's offline data, propose ``n_designs``, score them.
 
     The oracle is called once, on the designs the method returned. The run uses ``threads``
     compute threads (default :func:`~matchopt.runtime.default_threads`; the record's
     ``extra.environment.torch_threads`` says how many: they change summation order, so the
-    same seed gives the same designs with the same threads). With ``snapshot``, a resumable
-    method keeps training snapshots in that file and continues from one left by a killed run
-    (:mod:`matchopt.checkpoints`); the file keeps the finished training when ``run`` returns
-    (remove it once the record is stored). With ``ensemble_cache``, a Gaussian-ensemble method
-    takes a matching trained ensemble from that folder or leaves its own there
-    (:meth:`~matchopt.methods.Method.share_ensembles`; the same designs either way; with
-    ``ensemble_seed_batch``, its seed's ensemble from a batch of those seeds). ``device``
-    is the torch device of the method (:func:`~matchopt.runtime.resolve_device`; default the
-    CPU); the record says which device ran.
+    same seed gives the same designs with the same threads). ``device`` is the torch device of
+    the method (:func:`~matchopt.runtime.resolve_device`; default the CPU); the record says
+    which device ran. ``context`` says how the run executes
+    (:class:`~matchopt.methods.engine.RunContext`: a snapshot file a killed run continues from,
+    which keeps the finished training when ``run`` returns, so remove it once the record is
+    stored; a folder of shared Gaussian ensembles, which gives the same designs).
 
     Returns:
         The run record and the designs (n_designs x shape).
     """
     task_obj = _start(task, data_dir, n_designs, device)
     solver = make_method(method, preset, overrides, seed=seed, progress=progress, device=device)
-    if snapshot is not None:
-        solver.resume_from(snapshot)
-    if ensemble_cache is not None:
-        solver.share_ensembles(ensemble_cache, seed_batch=ensemble_seed_batch)
+    if context is not None:
+        solver.in_context(context)
     with limit_threads(threads):
         return _run(task_obj, solver, method, seed, preset, n_designs)
 
@@ -104,13 +97,13 @@ def run_seeds(
     n_designs: int = N_DESIGNS,
     progress: bool = False,
     threads: int | None = None,
-    snapshot: str | os.PathLike | None = None,
     device: str | None = None,
+    context: RunContext | None = None,
 ) -> list[tuple[RunRecord, np.ndarray]]:
     """:func:`run` for several seeds whose training is one batched loop
     (:meth:`~matchopt.methods.Method.fit_seeds`; a method that does not batch seeds fits them
     one after the other): one record and design set per seed, as :func:`run` gives them up to
-    float round-off. ``snapshot`` is the batch's one snapshot file.
+    float round-off. The snapshot file of ``context`` is the batch's one.
 
     A record's ``fit_seconds`` is its share of the batch's training (the batch's seconds over
     its seeds); ``extra.seed_batch`` holds the seeds trained together and the batch's seconds.
@@ -120,8 +113,8 @@ def run_seeds(
         make_method(method, preset, overrides, seed=seed, progress=progress, device=device)
         for seed in seeds
     ]
-    if snapshot is not None:
-        solvers[0].resume_from(snapshot)
+    if context is not None:
+        solvers[0].in_context(context)
     with limit_threads(threads):
         start = time.perf_counter()
         type(solvers[0]).fit_seeds(solvers, task_obj.offline)

@@ -76,14 +76,14 @@ def test_a_snapshot_of_another_run_is_ignored(tmp_path):
     data = load_task("potts").offline
     snapshot = tmp_path / "snapshot.pt"
     method = make_method("matchopt", "quick", {"epochs": 3}, seed=0).resume_from(snapshot, 0)
-    method.training_checkpoint.bind("another run")
-    method.training_checkpoint.save("main", {"epoch": 2})
+    method.context.snapshot.bind("another run")
+    method.context.snapshot.save("main", {"epoch": 2})
     fitted = make_method("matchopt", "quick", {"epochs": 3}, seed=0).resume_from(snapshot, 0)
     reference = make_method("matchopt", "quick", {"epochs": 3}, seed=0).fit(data)
     np.testing.assert_array_equal(fitted.fit(data).propose(8), reference.propose(8))
     # Methods without snapshots ignore the request (GA keeps it: its seed batches resume).
-    assert make_method("random", "quick").resume_from(snapshot).training_checkpoint is None
-    assert make_method("ga", "quick").resume_from(snapshot).training_checkpoint is not None
+    assert make_method("random", "quick").resume_from(snapshot).context.snapshot is None
+    assert make_method("ga", "quick").resume_from(snapshot).context.snapshot is not None
 
 
 def as_if_written_on_a_gpu(path) -> None:
@@ -107,8 +107,8 @@ def test_a_snapshot_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch):
     fit_killed_midway(data, snapshot, monkeypatch)
     as_if_written_on_a_gpu(snapshot)
     resumed = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
-    checkpoint = resumed.resume_from(snapshot, every=0).training_checkpoint
-    checkpoint.bind(run_key(resumed, data.x, data.y))
+    checkpoint = resumed.resume_from(snapshot, every=0).context.snapshot
+    checkpoint.bind(run_key("MatchOpt", resumed.config_, resumed.seed, data.x, data.y))
     saved = checkpoint.load("main")
     assert saved is not None and int(saved["epoch"]) > 2  # read, not skipped as foreign
     tensors = [saved["parts"]["model"], saved["values"]["selector"]["parameters"]]

@@ -118,6 +118,7 @@ def run_cell(
     record is written (:func:`save_record`), so that a record that cannot be written leaves the
     trained model for the rerun.
     """
+    from matchopt.methods import RunContext
     from matchopt.runner import run
 
     start = time.perf_counter()
@@ -129,10 +130,8 @@ def run_cell(
         dict(cell.overrides),
         progress=progress,
         threads=threads,
-        snapshot=snapshot,
-        ensemble_cache=ensemble_folder,
         device=cell.device,
-        ensemble_seed_batch=seed_batch,
+        context=RunContext.of(snapshot, ensemble_folder, seed_batch),
     )
     earlier = record.extra.get("resumed", {}).get("earlier_seconds", 0.0)
     record.extra["cell_seconds"] = time.perf_counter() - start + earlier
@@ -207,6 +206,7 @@ def execute_seed_batch(
     succeeded."""
     import torch
 
+    from matchopt.methods import RunContext
     from matchopt.runner import run_seeds
 
     if job.ensemble_folder is not None:
@@ -225,8 +225,8 @@ def execute_seed_batch(
             n_designs=128,
             progress=progress,
             threads=max(1, threads),
-            snapshot=snapshot,
             device=first.device,
+            context=RunContext.of(snapshot),
         )
     except Exception as exc:  # the grid records the failure of every seed and goes on
         return _batch_failed(job, exc, time.perf_counter() - start)
@@ -265,7 +265,7 @@ def execute_ensemble_seed_batch(
     """
     import torch
 
-    from matchopt.methods import make_method
+    from matchopt.methods import RunContext, make_method
     from matchopt.runtime import limit_threads
 
     torch.set_num_threads(max(1, threads))
@@ -282,11 +282,11 @@ def execute_ensemble_seed_batch(
                 seed=s,
                 progress=progress,
                 device=first.device,
-            ).share_ensembles(job.ensemble_folder, seed_batch=seeds)
+            ).in_context(RunContext.of(None, job.ensemble_folder, seeds))
             for s in seeds
         ]
-        if snapshot is not None:
-            methods[0].resume_from(snapshot)
+        # The batch's one snapshot file is the first method's (Method.fit_seeds).
+        methods[0].in_context(RunContext.of(snapshot, job.ensemble_folder, seeds))
         with limit_threads(max(1, threads)):
             type(methods[0]).fit_seeds(methods, task.offline)
     except Exception as exc:  # the grid records the failure of every cell and goes on

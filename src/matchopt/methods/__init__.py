@@ -12,6 +12,7 @@ from typing import Any
 
 from matchopt.methods.auto import AutoChoice
 from matchopt.methods.base import Method, MethodEntry, build_config
+from matchopt.methods.engine import RunContext
 from matchopt.methods.matchopt import MatchOpt, MatchOptConfig
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
 from matchopt.names import RECOMMENDED_METHOD
@@ -51,6 +52,7 @@ __all__ = [
     "MethodEntry",
     "MatchOpt",
     "MatchOptConfig",
+    "RunContext",
     "build_config",
     "get_method_entry",
     "make_method",

@@ -48,6 +48,7 @@ from matchopt.data import OfflineData
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS, Method, build_config
 from matchopt.methods.cma_es import CmaEs
+from matchopt.methods.engine import RunContext
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.search import box_widths, scaled_distances
@@ -134,7 +135,8 @@ class AutoChoice(Method):
             raise MatchoptError(f"no pool member can run on this table: {self.left_out_}")
         lower = self._lower_rows(data)
         with tempfile.TemporaryDirectory(prefix="matchopt-auto-") as shared:
-            folder = self.ensemble_cache or shared  # one ensemble for members that share one
+            # One ensemble for the members that share one.
+            folder = self.context.ensemble_folder or shared
             judged = {}
             for name in names:
                 member = self._member(name).share_ensembles(folder)
@@ -146,7 +148,7 @@ class AutoChoice(Method):
             self.members_ = {}
             for name in names:
                 self.members_[name] = self._member(name).share_ensembles(folder).fit(data)
-                self.members_[name].ensemble_cache = None  # the folder is gone after fit
+                self.members_[name].in_context(RunContext())  # the folder is gone after fit
         self.data_ = data
         self._fit_judge(data)
         self.protocol_ = {name: float(np.mean(self.judge(d))) for name, d in judged.items()}

@@ -79,7 +79,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from matchopt.checkpoints import LoopSnapshots
 from matchopt.config_fields import count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
@@ -627,8 +626,7 @@ class BONET(Method):
             decoupled=True,
         )
         losses: list[list[float]] = [[] for _ in methods]
-        snapshots = LoopSnapshots(
-            owner,
+        snapshots = owner.snapshots(
             data,
             model=model,
             optimizer=optimizer,

@@ -224,10 +224,12 @@ class CmaEs(EnsembleSurrogateMethod):
         rng = self._search_rng()
         starts = self._search_starts(n, config.init, rng)
         seeds = rng.integers(1, 2**31 - 1, size=n)
-        checkpoint, stage, done = self.training_checkpoint, f"search-{n}", []
+        checkpoint, stage, done = self.context.snapshot, f"search-{n}", []
         if checkpoint is not None:
             # The run's identity (config, seed, data) fixes the ensemble and every run's start.
-            checkpoint.bind(run_key(self, self.data_.x, self.data_.y))
+            checkpoint.bind(
+                run_key(type(self).__name__, config, self.seed, self.data_.x, self.data_.y)
+            )
             d = starts.shape[1]
             size = group_size(n, d, config.runs_at_once)
             saved = checkpoint.load(

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from matchopt.checkpoints import LoopSnapshots, state_problem
+from matchopt.checkpoints import state_problem
 from matchopt.config_fields import by_design_type, count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
@@ -245,8 +245,7 @@ class Coms(Method):
         losses_of_all = per_seed(losses_of_one, stack)
         losses: list[list[float]] = [[] for _ in methods]
         generator_parts = {f"noise{k}": g for k, g in enumerate(generators)}
-        snapshots = LoopSnapshots(
-            owner,
+        snapshots = owner.snapshots(
             data,
             model=stack,
             optimizer=optimizer,

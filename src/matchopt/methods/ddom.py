@@ -56,7 +56,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from matchopt.checkpoints import LoopSnapshots
 from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
@@ -373,8 +372,7 @@ class Ddom(Method):
 
         losses_of_all = per_seed(loss_of_one, stack)
         losses: list[list[float]] = [[] for _ in methods]
-        snapshots = LoopSnapshots(
-            owner,
+        snapshots = owner.snapshots(
             data,
             model=stack,
             optimizer=optimizer,

@@ -45,13 +45,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import (
-    LoopSnapshots,
-    is_finite_number,
-    is_integer,
-    is_number,
-    shown,
-)
+from matchopt.checkpoints import is_finite_number, is_integer, is_number, shown
 from matchopt.config_fields import by_design_type, count, learning_rate, scale, share
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
@@ -577,9 +571,9 @@ class MatchOpt(Method):
         """Algorithm 1 on the offline ``rows`` for ``epochs`` epochs; returns the surrogate.
 
         With a validator, the surrogate is scored after every ``validation_every`` epochs and
-        after the last, and ``selector`` sees each score. With a ``training_checkpoint``, the
-        loop saves its state at the end of an epoch when one is due and starts from a saved
-        state of this run (``stage`` tells the main training from the refit, or ensemble
+        after the last, and ``selector`` sees each score. With a snapshot file in the run
+        context, the loop saves its state at the end of an epoch when one is due and starts from
+        a saved state of this run (``stage`` tells the main training from the refit, or ensemble
         members apart). ``seed`` (default: the method's) seeds the initialization and the
         trajectories; ``rank_weight`` adds :func:`listnet_loss` (0 in the paper).
         """
@@ -595,7 +589,7 @@ class MatchOpt(Method):
         fused = config.backend == "fused" and rule is not None
 
         self.losses_: list[float] = []
-        snapshots = LoopSnapshots(self, data, stage, model=model, optimizer=optimizer, rng=rng)
+        snapshots = self.snapshots(data, stage, model=model, optimizer=optimizer, rng=rng)
 
         def check(values: dict, epoch: int) -> str | None:
             # What the loop restores beyond its parts and losses, checked before anything is

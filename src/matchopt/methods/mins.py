@@ -54,7 +54,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from matchopt.checkpoints import LoopSnapshots
 from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
@@ -376,8 +375,7 @@ class Mins(Method):
             config.start_temperature, config.final_temperature, config.epochs
         )
         losses: list[list[float]] = [[] for _ in methods]
-        snapshots = LoopSnapshots(
-            owner,
+        snapshots = owner.snapshots(
             data,
             generator=generator,
             critic=critic,

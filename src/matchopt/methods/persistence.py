@@ -31,9 +31,9 @@ class ModelFile:
     """Model files and parameters of a method (module notes)."""
 
     def __matchopt_state__(self) -> dict[str, Any]:
-        """What a model file keeps (:mod:`matchopt.state`): everything but the snapshot file and
-        the ensemble cache folder (places on this machine, not part of the model)."""
-        skip = ("training_checkpoint", "ensemble_cache", "ensemble_seed_batch")
+        """What a model file keeps (:mod:`matchopt.state`): everything but the run context (its
+        snapshot file and ensemble folder are places on this machine, not part of the model)."""
+        skip = ("context",)
         return {k: v for k, v in vars(self).items() if k not in skip}
 
     def __matchopt_check__(self) -> None:

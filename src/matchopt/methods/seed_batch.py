@@ -9,20 +9,29 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
+from matchopt.checkpoints import LoopSnapshots, loop_snapshots
+
 if TYPE_CHECKING:
     from matchopt.checkpoints import TrainingCheckpoint
 
 
 @dataclasses.dataclass(frozen=True)
 class SeedBatch:
-    """Several seeds of one method trained at once (:meth:`Method.fit_seeds`), as its training
-    snapshots know it: the method's class, config and seeds (:func:`~matchopt.checkpoints.run_key`)
-    and the snapshot file (None: no snapshots)."""
+    """Several seeds of one method trained at once (:meth:`Method.fit_seeds`): the method's
+    class name, config and seeds (the batch's identity, :func:`~matchopt.checkpoints.run_key`)
+    and its one snapshot file (None: no snapshots)."""
 
     run_name: str
-    config_: Any
-    seed: tuple[int, ...]
-    training_checkpoint: TrainingCheckpoint | None = None
+    config: Any
+    seeds: tuple[int, ...]
+    snapshot: TrainingCheckpoint | None = None
+
+    def snapshots(self, data: Any, stage: str = "main", **parts: Any) -> LoopSnapshots:
+        """The snapshots of the batch's training loop over ``parts`` (as a method's own
+        :meth:`~matchopt.methods.engine.RunSupport.snapshots`)."""
+        return loop_snapshots(
+            self.snapshot, self.run_name, self.config, self.seeds, data, stage, parts
+        )
 
 
 def seed_losses_check(n_seeds: int) -> Callable[[dict[str, Any], int], str | None]:

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from matchopt.checkpoints import LoopSnapshots
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
@@ -39,7 +38,8 @@ class EnsembleSurrogateMethod(Method):
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(self.device_)
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(self.device_)
-        cache = None if self.ensemble_cache is None else EnsembleCache(self.ensemble_cache)
+        folder = self.context.ensemble_folder
+        cache = None if folder is None else EnsembleCache(folder)
         return features, scores, cache
 
     @fit_all_or_nothing
@@ -52,7 +52,7 @@ class EnsembleSurrogateMethod(Method):
             self.seed,
             self.progress,
             cache,
-            self.ensemble_seed_batch,
+            self.context.seed_batch,
         )
         self.data_ = data
         return self
@@ -115,7 +115,7 @@ class _BatchSnapshots:
 
     def __init__(self, run: SeedBatch, data: OfflineData, model, optimizer, orders) -> None:  # noqa: ANN001
         parts = {f"order{k}": g for k, g in enumerate(orders)}
-        self.loop = LoopSnapshots(run, data, model=model, optimizer=optimizer, **parts)
+        self.loop = run.snapshots(data, model=model, optimizer=optimizer, **parts)
 
     def start(self, n_members: int, epochs: int) -> tuple[int, list[list[float]]]:
         start = self.loop.start([], epochs, check=seed_losses_check(n_members))
