@@ -21,6 +21,10 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     threads = config.getoption("--torch-threads")
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")  # set in pytest-xdist's workers
+    if threads is None and workers:
+        # Workers share the cores: each gets its part (more threads than cores collapse torch).
+        threads = max(1, (os.cpu_count() or 1) // int(workers))
     if threads is not None:
         if threads < 1:
             raise pytest.UsageError(f"--torch-threads must be >= 1, got {threads}")

@@ -244,9 +244,9 @@ def test_bench_suite_runs_the_suites_tasks(monkeypatch):
     assert seen[0].tasks == list(SUITES["dev"])
 
 
-def test_bench_report_and_study_commands(tmp_path):
+def test_bench_report_and_study_commands(tmp_path, in_process):
     out = tmp_path / "grid"
-    bench = matchopt(
+    bench = in_process(
         "bench", "--tasks", "potts", "--methods", "random,untrained", "--seeds", "0,1",
         "--preset", "quick", "--workers", "1", "--out", str(out),
     )  # fmt: skip
@@ -254,14 +254,14 @@ def test_bench_report_and_study_commands(tmp_path):
     assert "grid: 4 cells  finished 4" in bench.stdout
     assert re.search(r"\| potts +\| random +\| quick +\| 0,1 +\|", bench.stdout)
 
-    report = matchopt("report", str(out), "--format", "latex", "--plots", str(tmp_path / "figs"))
+    report = in_process("report", str(out), "--format", "latex", "--plots", str(tmp_path / "figs"))
     assert report.returncode == 0, report.stderr
     assert "\\toprule" in report.stdout and "\\textbf{" in report.stdout
     assert (tmp_path / "figs" / "percentile_curves.png").is_file()
-    csv_report = matchopt("report", str(out), "--format", "csv", "--percentiles", "100")
+    csv_report = in_process("report", str(out), "--format", "csv", "--percentiles", "100")
     assert csv_report.stdout.startswith("metric,task,method,q,mean,std,n_seeds,rank,mnr")
 
-    study = matchopt(
+    study = in_process(
         "study", "gradient-error", "--out", str(tmp_path / "study"), "--epochs", "1",
         "--n-train", "64", "--n-test", "32", "--alphas", "0.1,1", "--batch-size", "16",
     )  # fmt: skip
@@ -319,21 +319,23 @@ def test_design_bench_names_work_as_task_names(tmp_path, in_process, monkeypatch
     assert unknown.returncode == 2 and "design-bench names: TFBind8-Exact-v0" in unknown.stderr
 
 
-def test_run_skips_recorded_seeds_and_a_failed_run_leaves_no_folder(tmp_path):
+def test_run_skips_recorded_seeds_and_a_failed_run_leaves_no_folder(
+    tmp_path, in_process, monkeypatch
+):
     out = tmp_path / "runs"
-    first = matchopt("run", "--preset", "quick", "--seeds", "0", "--out", str(out))
+    first = in_process("run", "--preset", "quick", "--seeds", "0", "--out", str(out))
     assert first.returncode == 0, first.stderr
     record = out / "styblinski-tang" / "matchopt" / "seed0.json"
     written = record.read_bytes(), record.stat().st_mtime_ns
-    again = matchopt("run", "--preset", "quick", "--seeds", "0,1", "--json", "--out", str(out))
+    again = in_process("run", "--preset", "quick", "--seeds", "0,1", "--json", "--out", str(out))
     assert again.returncode == 0, again.stderr
     assert "seed 0 / quick] recorded already" in again.stderr
     assert "MATCH-OPT training" in again.stderr  # seed 1 trains
     assert [json.loads(line)["seed"] for line in again.stdout.splitlines()] == [0, 1]
     assert (record.read_bytes(), record.stat().st_mtime_ns) == written
 
-    missing = matchopt("run", "--task", "tfbind8", "--out", "fresh", cwd=tmp_path,
-                       env_data_dir=tmp_path / "no-data")  # fmt: skip
+    monkeypatch.setenv("MATCHOPT_DATA_DIR", str(tmp_path / "no-data"))
+    missing = in_process("run", "--task", "tfbind8", "--out", "fresh")
     assert missing.returncode == 2 and "not found" in missing.stderr
     assert not (tmp_path / "fresh").exists()
 

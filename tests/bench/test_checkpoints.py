@@ -123,7 +123,7 @@ def test_kill_and_rerun_of_the_command_gives_the_same_designs(tmp_path):
     env = {**os.environ, "MATCHOPT_CHECKPOINT_SECONDS": "0"}
     command = [
         sys.executable, "-m", "matchopt.cli", "run", "--task", "potts", "--preset", "quick",
-        "--set", "epochs=120", "--threads", "1",
+        "--set", "epochs=40", "--threads", "1",
     ]  # fmt: skip
     killed = tmp_path / "killed"
     process = subprocess.Popen([*command, "--out", str(killed)], env=env, stderr=subprocess.PIPE)
