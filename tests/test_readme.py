@@ -197,7 +197,7 @@ def test_quickstart_has_exactly_two_commands():
     ]
     assert len(commands) == 2, commands
     assert commands[0].endswith("matchopt run"), "command 1 installs and runs `matchopt run`"
-    assert commands[1].endswith("pytest -q"), "command 2 installs and runs the tests"
+    assert commands[1].endswith("pytest -q -n 2"), "command 2 installs and runs the tests"
 
 
 def test_ci_runs_the_quickstart_test_command():
