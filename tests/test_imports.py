@@ -137,3 +137,32 @@ def test_the_command_line_parser_imports_nothing_heavy():
     assert set(matchopt.__all__) <= set(dir(matchopt))
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         matchopt.nothing  # noqa: B018
+
+
+#: The longest function the package holds: longer ones are cut into named steps.
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_longer_than_the_limit():
+    long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.name} ({lines})")
+    assert not long, long
+
+
+def test_the_package_states_what_is_not_how_it_came_to_be():
+    """History (issue and round numbers) lives in CHANGELOG.md and docs/suite.md."""
+    import re
+
+    pattern = re.compile(r"issue [0-9]+|round [0-9]", re.IGNORECASE)
+    found = [
+        f"{path.relative_to(PACKAGE)}:{number}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, found

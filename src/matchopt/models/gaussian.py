@@ -349,23 +349,7 @@ def fit_members(
     for epoch in bar:
         # Drawn on the CPU (the same orders on every device).
         order = torch.stack([torch.randperm(len(x), generator=g) for g in orders]).to(x.device)
-        total = torch.zeros(n_members, dtype=torch.float64, device=x.device)
-        for first in range(0, len(x), batch_size):
-            batch = order[:, first : first + batch_size]  # members x B
-            n_rows = batch.shape[1]
-            w = weights.gather(1, batch)
-            if skip_zero_rows:
-                # An all-zero batch leaves an empty forward pass: zero gradients and an Adam step
-                # on them, exactly as the weighted loss of the full batch gives.
-                kept = w[0] > 0
-                batch, w = batch[:, kept], w[:, kept]
-            mean, log_std = model(x[batch])  # x[batch]: members x B x d
-            nll = gaussian_nll(mean, log_std, y[batch])
-            member_losses = (w * nll).sum(1) / w.sum(1).clamp_min(1e-12)
-            optimizer.zero_grad()
-            member_losses.sum().backward()
-            optimizer.step()
-            total += member_losses.detach().double() * n_rows
+        total = _train_epoch(model, optimizer, x, y, weights, order, batch_size, skip_zero_rows)
         for own, value in zip(losses, (total / len(x)).tolist()):
             own.append(value)
         if loop is not None:
@@ -373,6 +357,38 @@ def fit_members(
     bar.close()
     model.unstack_into(members)
     return losses
+
+
+def _train_epoch(
+    model: StackedMembers | OneMember,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    weights: torch.Tensor,
+    order: torch.Tensor,
+    batch_size: int,
+    skip_zero_rows: bool,
+) -> torch.Tensor:
+    """One epoch of :func:`fit_members` over the members' batch orders (members x rows);
+    returns each member's loss summed over rows (float64, on the device)."""
+    total = torch.zeros(len(order), dtype=torch.float64, device=x.device)
+    for first in range(0, order.shape[1], batch_size):
+        batch = order[:, first : first + batch_size]  # members x B
+        n_rows = batch.shape[1]
+        w = weights.gather(1, batch)
+        if skip_zero_rows:
+            # An all-zero batch leaves an empty forward pass: zero gradients and an Adam step on
+            # them, exactly as the weighted loss of the full batch gives.
+            kept = w[0] > 0
+            batch, w = batch[:, kept], w[:, kept]
+        mean, log_std = model(x[batch])  # x[batch]: members x B x d
+        nll = gaussian_nll(mean, log_std, y[batch])
+        member_losses = (w * nll).sum(1) / w.sum(1).clamp_min(1e-12)
+        optimizer.zero_grad()
+        member_losses.sum().backward()
+        optimizer.step()
+        total += member_losses.detach().double() * n_rows
+    return total
 
 
 def config_arguments(config: Any, progress: bool) -> tuple[dict[str, Any], dict[str, Any]]:
