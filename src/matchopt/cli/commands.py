@@ -358,11 +358,13 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 def cmd_methods(args: argparse.Namespace) -> int:
     if args.name is None:
-        width = max(map(len, METHODS))
-        for name, entry in METHODS.items():
-            mark = "  (recommended: default of `matchopt optimize`)" * (name == RECOMMENDED_METHOD)
-            print(f"{name:{width}}  {entry.summary}{mark}")
-        print("\n`matchopt methods NAME` lists a method's config fields (--set KEY=VALUE).")
+        for title, rows in method_listing():
+            print(title)
+            width = max(len(name) for name, _ in rows)
+            for name, text in rows:
+                print(f"  {name:{width}}  {text}")
+            print()
+        print("`matchopt methods NAME` lists a method's config fields (--set KEY=VALUE).")
         return 0
     entry = get_method_entry(args.name)
     print(f"{args.name}: {entry.summary}" + " (recommended)" * (args.name == RECOMMENDED_METHOD))
@@ -379,6 +381,40 @@ def cmd_methods(args: argparse.Namespace) -> int:
             print(f"      {notes[f.name]}")
     print(f"presets: {', '.join(entry.cls.presets)}; values shown are the paper preset's")
     return 0
+
+
+def method_listing() -> list[tuple[str, list[tuple[str, str]]]]:
+    """``matchopt methods``' sections: the recommended method, the other methods of its class
+    as its ablations (each by the settings where it differs), MATCH-OPT's other methods, the
+    baselines, the sanity checks and the per-table choices; each a title and (name, text)
+    rows."""
+    recommended = METHODS[RECOMMENDED_METHOD]
+    base = build_config(recommended, "paper")
+    ablations, rest = [], {"matchopt": [], "baseline": [], "sanity": [], "choice": []}
+    for name, entry in METHODS.items():
+        if name == RECOMMENDED_METHOD:
+            continue
+        if entry.cls is recommended.cls:
+            config = build_config(entry, "paper")
+            changed = [
+                f"{f.name}={getattr(config, f.name)!r} (not {getattr(base, f.name)!r})"
+                for f in dataclasses.fields(config)
+                if getattr(config, f.name) != getattr(base, f.name)
+            ]
+            ablations.append((name, ", ".join(changed)))
+        else:
+            rest[entry.kind].append((name, entry.summary))
+    sections = [
+        ("Recommended (the default of `matchopt optimize`):", [
+            (RECOMMENDED_METHOD, recommended.summary)
+        ]),
+        (f"Ablations of {RECOMMENDED_METHOD} (its settings but these):", ablations),
+        ("MATCH-OPT as published:", rest["matchopt"]),
+        ("Baselines:", rest["baseline"]),
+        ("Sanity checks (reference points, not methods to use):", rest["sanity"]),
+        ("Per-table choice:", rest["choice"]),
+    ]  # fmt: skip
+    return [(title, rows) for title, rows in sections if rows]
 
 
 def field_docs(config_class: type) -> dict[str, str]:

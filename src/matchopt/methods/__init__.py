@@ -24,6 +24,7 @@ METHODS: dict[str, MethodEntry] = {
         AutoChoice,
         "per-table choice among matchopt-ens-mix, cma-es and ens-mean-small, judged on the "
         "table itself (pseudo-offline split)",
+        kind="choice",
     ),
 }
 

@@ -155,11 +155,15 @@ class Method(ModelFile, RunSupport, ABC):
 
 @dataclasses.dataclass(frozen=True)
 class MethodEntry:
-    """A registered method: its class, config fields it fixes, and a one-line summary."""
+    """A registered method: its class, config fields it fixes, a one-line summary, and its kind
+    (``matchopt methods`` lists them by kind): ``"matchopt"`` (MATCH-OPT and the methods built
+    on it), ``"baseline"``, ``"sanity"`` (reference points, not methods to use) or
+    ``"choice"`` (a per-table choice among others)."""
 
     cls: type[Method]
     summary: str
     fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    kind: str = "baseline"
 
 
 def build_config(entry: MethodEntry, preset: str = "paper", overrides: Mapping[str, Any] = ()):

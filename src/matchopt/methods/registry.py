@@ -25,36 +25,46 @@ from matchopt.methods.roma import Roma
 from matchopt.methods.untrained import Untrained
 
 SINGLE_METHODS: dict[str, MethodEntry] = {
-    "matchopt": MethodEntry(MatchOpt, "MATCH-OPT: gradient-matching surrogate + gradient ascent"),
+    "matchopt": MethodEntry(
+        MatchOpt, "MATCH-OPT: gradient-matching surrogate + gradient ascent", kind="matchopt"
+    ),
     "matchopt-noreg": MethodEntry(
-        MatchOpt, "MATCH-OPT without the value regularizer (ablation, alpha = 0)", {"alpha": 0.0}
+        MatchOpt,
+        "MATCH-OPT without the value regularizer (ablation, alpha = 0)",
+        {"alpha": 0.0},
+        kind="matchopt",
     ),
     "matchopt-ens": MethodEntry(
         MatchOptEnsemble,
         "MATCH-OPT ensemble: 5 gradient-matching surrogates, each search path kept at its best",
+        kind="matchopt",
     ),
     "matchopt-ens-rank": MethodEntry(
         MatchOptEnsemble,
         "MATCH-OPT ensemble with a ListNet ranking term in every member's loss",
         {"rank_weight": 1.0},
+        kind="matchopt",
     ),
     "matchopt-ens-l2": MethodEntry(
         MatchOptEnsemble,
         "MATCH-OPT ensemble whose search paths also stay within Euclidean distance 4 of their "
         "starts",
         {"trust_radius_l2": 4.0},
+        kind="matchopt",
     ),
     "matchopt-ens-mix": MethodEntry(
         MatchOptEnsemble,
-        "matchopt-ens-l2 with 16 of the designs from a bolder search (pessimism 0, no "
-        "per-feature radius)",
+        "MATCH-OPT ensemble whose search paths stay within Euclidean distance 4 of their starts, "
+        "16 of the designs from a bolder search (pessimism 0, no per-feature radius)",
         {"trust_radius_l2": 4.0, "bold_designs": 16},
+        kind="matchopt",
     ),
     "matchopt-ens-mix-near": MethodEntry(
         MatchOptEnsemble,
-        "matchopt-ens-mix with token designs at most 8 positions from their start row and no two "
-        "continuous designs closer than 0.01 (root-mean-square per feature over the box)",
+        "MATCH-OPT ensemble as matchopt-ens-mix, token designs at most 8 positions from their "
+        "start row, no two continuous designs closer than 0.01 (RMS per feature over the box)",
         {"trust_radius_l2": 4.0, "bold_designs": 16, "max_changes": 8, "min_distance": 0.01},
+        kind="matchopt",
     ),
     "coms": MethodEntry(Coms, "COMs: conservative objective model + gradient ascent"),
     "bdi": MethodEntry(BDI, "BDI: bidirectional NTK losses minimized from the top designs"),
@@ -84,8 +94,10 @@ SINGLE_METHODS: dict[str, MethodEntry] = {
     ),
     "cma-es": MethodEntry(CmaEs, "CMA-ES from each top-128 design on a learned ensemble"),
     "bo-qei": MethodEntry(BoQei, "BO-qEI: GP + batch expected improvement against an ensemble"),
-    "random": MethodEntry(RandomDesigns, "sanity: uniform random designs (tokens / offline box)"),
-    "untrained": MethodEntry(Untrained, "sanity: MATCH-OPT's search on its untrained MLP"),
+    "random": MethodEntry(
+        RandomDesigns, "uniform random designs (tokens / offline box)", kind="sanity"
+    ),
+    "untrained": MethodEntry(Untrained, "MATCH-OPT's search on its untrained MLP", kind="sanity"),
     "bonet": MethodEntry(BONET, "BONET: transformer rolled out on sorted trajectories at low RTG"),
 }
 
