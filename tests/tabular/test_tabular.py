@@ -463,10 +463,16 @@ def test_too_few_rows_for_the_method_says_how_many(capsys, tmp_path):
         "--out", out,
     )  # fmt: skip
     assert_one_line_error(code, err, "needs at least 128 rows", "has 50", "trajectory_length")
-    # The default method (matchopt-ens-mix, paper preset): one row per rank bucket.
+    # The default method (a MATCH-OPT ensemble, paper preset): one row per rank bucket.
+    from matchopt.names import RECOMMENDED_METHOD
+
     code, _, err = run_cli(capsys, "optimize", path, "--target", "y", "--out", out)
     assert_one_line_error(
-        code, err, "matchopt-ens-mix (preset paper)", "needs at least 128 rows", "trajectory_length"
+        code,
+        err,
+        f"{RECOMMENDED_METHOD} (preset paper)",
+        "needs at least 128 rows",
+        "trajectory_length",
     )
 
 
