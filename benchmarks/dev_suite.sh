@@ -142,6 +142,8 @@ case "$LANE" in
         ;;
 esac
 
+# The README's table and figures (results/dev-figures) come from benchmarks/readme_suite_table.py;
+# this whole report keeps its figures apart.
 $MATCHOPT report "$OUT" --methods "matchopt-ens-mix-near,auto,matchopt-ens-mix,$COMPARED_BASELINES" \
-    --plots "$OUT-figures" > "$OUT-report.md"
-echo "report: $OUT-report.md, figures in $OUT-figures"
+    --plots "$OUT-report-figures" > "$OUT-report.md"
+echo "report: $OUT-report.md, figures in $OUT-report-figures"

@@ -10,7 +10,7 @@ from __future__ import annotations
 #: :class:`~matchopt.tabular.TableOptimizer` (README, "Which method should I use?"). Chosen on
 #: the development suite by the criteria written in docs/suite.md before the comparisons ran;
 #: changed only by a new comparison, never by a test-task score.
-RECOMMENDED_METHOD = "matchopt-ens-mix"
+RECOMMENDED_METHOD = "matchopt-ens-mix-near"
 
 #: Every method's presets (:attr:`matchopt.methods.base.Method.presets`).
 PRESETS = ("paper", "quick", "validated", "validated-quick")
