@@ -274,6 +274,7 @@ def execute_ensemble_seed_batch(
     start = time.perf_counter()
     try:
         task = _cached_task(first.task, data_dir)
+        # The batch's one snapshot file is the first method's (Method.fit_seeds).
         methods = [
             make_method(
                 first.method,
@@ -282,11 +283,9 @@ def execute_ensemble_seed_batch(
                 seed=s,
                 progress=progress,
                 device=first.device,
-            ).in_context(RunContext.of(None, job.ensemble_folder, seeds))
-            for s in seeds
+            ).in_context(RunContext.of(snapshot if k == 0 else None, job.ensemble_folder, seeds))
+            for k, s in enumerate(seeds)
         ]
-        # The batch's one snapshot file is the first method's (Method.fit_seeds).
-        methods[0].in_context(RunContext.of(snapshot, job.ensemble_folder, seeds))
         with limit_threads(max(1, threads)):
             type(methods[0]).fit_seeds(methods, task.offline)
     except Exception as exc:  # the grid records the failure of every cell and goes on

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import run_key, shown
+from matchopt.checkpoints import shown
 from matchopt.errors import MatchoptError
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.methods.wrappers import in_default_threads
@@ -227,9 +227,7 @@ class CmaEs(EnsembleSurrogateMethod):
         checkpoint, stage, done = self.context.snapshot, f"search-{n}", []
         if checkpoint is not None:
             # The run's identity (config, seed, data) fixes the ensemble and every run's start.
-            checkpoint.bind(
-                run_key(type(self).__name__, config, self.seed, self.data_.x, self.data_.y)
-            )
+            checkpoint.bind(self.run_key(self.data_))
             d = starts.shape[1]
             size = group_size(n, d, config.runs_at_once)
             saved = checkpoint.load(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from matchopt.checkpoints import LoopSnapshots, TrainingCheckpoint, loop_snapshots
+from matchopt.checkpoints import LoopSnapshots, TrainingCheckpoint, loop_snapshots, run_key
 from matchopt.data import OfflineData
 from matchopt.errors import MatchoptError
 from matchopt.methods.seed_batch import SeedBatch
@@ -105,6 +105,10 @@ class RunSupport:
                 self.context, ensemble_folder=shared.ensemble_folder, seed_batch=shared.seed_batch
             )
         )
+
+    def run_key(self, data: OfflineData) -> str:
+        """This run's identity (class, config, seed, offline data) that its snapshots carry."""
+        return run_key(type(self).__name__, self.config_, self.seed, data.x, data.y)
 
     def snapshots(self, data: OfflineData, stage: str = "main", **parts: Any) -> LoopSnapshots:
         """The snapshots of one training loop of this run (``stage`` tells apart several loops
