@@ -11,7 +11,8 @@
 #                                                  # round4 | round4-hopper |
 #                                                  # extended-replicates | extended-utr |
 #                                                  # round5 | round5-hopper | pool |
-#                                                  # round6 | round6-hopper)
+#                                                  # round6 | round6-hopper |
+#                                                  # round7 | round7-second)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -106,6 +107,24 @@ pool() {
         --seeds 3 --out "$OUT/pool" --threads 1 --workers 1
 }
 
+round7() {
+    # Round 7 (docs/suite.md) in two lanes: the tasks whose offline rows repeat designs first
+    # (where the candidate's data differ), then the rest of the suite.
+    $MATCHOPT bench --tasks tfbind8-replicates,potts-replicates,tfbind8,ehrlich-4x16,ehrlich-4x32 \
+        --methods "$1" --seeds 0,1,2 --out "$OUT/candidates-r7" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8 --methods "$1" --seeds 3 --out "$OUT/candidates-r7" \
+        --threads 1 --workers 1
+    $MATCHOPT bench --tasks potts,ehrlich-20x64,styblinski-tang,hartmann6 \
+        --methods "$1" --seeds 0,1,2 --out "$OUT/candidates-r7" --threads 1 --workers 1
+    $MATCHOPT bench --tasks potts,styblinski-tang --methods "$1" --seeds 3 \
+        --out "$OUT/candidates-r7" --threads 1 --workers 1
+}
+
+round7_second() {
+    $MATCHOPT bench --tasks utr,levy40,rosenbrock20,hopper-local --methods "$1" --seeds 0,1,2 \
+        --out "$OUT/candidates-r7-second" --threads 1 --workers 1
+}
+
 later_round_hopper() {
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
         --out "$OUT/$2-hopper" --threads 1 --workers 1
@@ -125,6 +144,8 @@ case "$LANE" in
     round5-hopper) later_round_hopper auto candidates-r5 ;;
     round6) round5_extended matchopt-ens-mix-near candidates-r6 ;;
     round6-hopper) later_round_hopper matchopt-ens-mix-near candidates-r6 ;;
+    round7) round7 matchopt-ens-mix-near-avg ;;
+    round7-second) round7_second matchopt-ens-mix-near-avg ;;
     pool) pool ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
@@ -136,7 +157,7 @@ case "$LANE" in
     *)
         echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
             "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool," \
-            "round6, round6-hopper" \
+            "round6, round6-hopper, round7, round7-second" \
             "or both, not $LANE" >&2
         exit 2
         ;;
@@ -144,6 +165,6 @@ esac
 
 # The README's table and figures (results/dev-figures) come from benchmarks/readme_suite_table.py;
 # this whole report keeps its figures apart.
-$MATCHOPT report "$OUT" --methods "matchopt-ens-mix-near,auto,matchopt-ens-mix,$COMPARED_BASELINES" \
+$MATCHOPT report "$OUT" --methods "matchopt-ens-mix-near,matchopt-ens-mix-near-avg,auto,matchopt-ens-mix,$COMPARED_BASELINES" \
     --plots "$OUT-report-figures" > "$OUT-report.md"
 echo "report: $OUT-report.md, figures in $OUT-report-figures"

@@ -66,6 +66,19 @@ SINGLE_METHODS: dict[str, MethodEntry] = {
         {"trust_radius_l2": 4.0, "bold_designs": 16, "max_changes": 8, "min_distance": 0.01},
         kind="matchopt",
     ),
+    "matchopt-ens-mix-near-avg": MethodEntry(
+        MatchOptEnsemble,
+        "MATCH-OPT ensemble as matchopt-ens-mix-near, fitted on one row per distinct design (the "
+        "mean of its replicated measurements)",
+        {
+            "trust_radius_l2": 4.0,
+            "bold_designs": 16,
+            "max_changes": 8,
+            "min_distance": 0.01,
+            "average_replicates": True,
+        },
+        kind="matchopt",
+    ),
     "coms": MethodEntry(Coms, "COMs: conservative objective model + gradient ascent"),
     "bdi": MethodEntry(BDI, "BDI: bidirectional NTK losses minimized from the top designs"),
     "roma": MethodEntry(Roma, "RoMA: robust warm-up + search with model adaptation"),
