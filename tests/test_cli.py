@@ -381,8 +381,8 @@ def test_the_recommended_method_is_marked_and_is_the_default_of_optimize_and_the
     assert lines[title + 1].split()[0] == RECOMMENDED_METHOD
     listed = [line.split()[0] for line in lines if line.startswith("  ")]
     assert sorted(listed) == sorted(METHODS)  # every method once
-    ablations = lines.index(f"Ablations of {RECOMMENDED_METHOD} (its settings but these):")
-    assert lines[ablations + 1].startswith("  matchopt-ens ") and "(not " in lines[ablations + 1]
+    variants = lines.index(f"Variants of {RECOMMENDED_METHOD} (its settings but these):")
+    assert lines[variants + 1].startswith("  matchopt-ens ") and "(not " in lines[variants + 1]
     args = build_parser().parse_args(["optimize", "t.csv", "--target", "y", "--out", "p.csv"])
     assert args.method == RECOMMENDED_METHOD
     assert inspect.signature(TableOptimizer).parameters["method"].default == RECOMMENDED_METHOD

@@ -385,12 +385,12 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 def method_listing() -> list[tuple[str, list[tuple[str, str]]]]:
     """``matchopt methods``' sections: the recommended method, the other methods of its class
-    as its ablations (each by the settings where it differs), MATCH-OPT's other methods, the
+    as its variants (each by the settings where it differs), MATCH-OPT's other methods, the
     baselines, the sanity checks and the per-table choices; each a title and (name, text)
     rows."""
     recommended = METHODS[RECOMMENDED_METHOD]
     base = build_config(recommended, "paper")
-    ablations, rest = [], {"matchopt": [], "baseline": [], "sanity": [], "choice": []}
+    variants, rest = [], {"matchopt": [], "baseline": [], "sanity": [], "choice": []}
     for name, entry in METHODS.items():
         if name == RECOMMENDED_METHOD:
             continue
@@ -401,14 +401,14 @@ def method_listing() -> list[tuple[str, list[tuple[str, str]]]]:
                 for f in dataclasses.fields(config)
                 if getattr(config, f.name) != getattr(base, f.name)
             ]
-            ablations.append((name, ", ".join(changed)))
+            variants.append((name, ", ".join(changed)))
         else:
             rest[entry.kind].append((name, entry.summary))
     sections = [
         ("Recommended (the default of `matchopt optimize`):", [
             (RECOMMENDED_METHOD, recommended.summary)
         ]),
-        (f"Ablations of {RECOMMENDED_METHOD} (its settings but these):", ablations),
+        (f"Variants of {RECOMMENDED_METHOD} (its settings but these):", variants),
         ("MATCH-OPT as published:", rest["matchopt"]),
         ("Baselines:", rest["baseline"]),
         ("Sanity checks (reference points, not methods to use):", rest["sanity"]),
