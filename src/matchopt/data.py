@@ -154,3 +154,17 @@ def top_rows(y: np.ndarray, k: int) -> np.ndarray:
 
     The one definition of "the top k": RoMA pairs starts and targets chosen by it."""
     return np.argsort(-np.asarray(y), kind="stable")[:k]
+
+
+def design_groups(x: np.ndarray) -> np.ndarray:
+    """Group ids (n,) of the rows of ``x`` (n x shape): rows equal after flattening (replicates
+    of one design) share an id; ids are numbered 0, 1, ... in the order the designs first
+    appear, so a table without repeats gets ``arange(n)``."""
+    x = np.asarray(x)
+    if len(x) == 0:
+        return np.zeros(0, dtype=np.int64)
+    flat = x.reshape(len(x), -1)
+    _, first, inverse = np.unique(flat, axis=0, return_index=True, return_inverse=True)
+    renumber = np.empty(len(first), dtype=np.int64)
+    renumber[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return renumber[inverse.reshape(-1)]

@@ -61,7 +61,7 @@ def larger_is_better(metric: str) -> bool:
 
 
 def holdout_rows(
-    y: np.ndarray, fraction: float, kind: str, seed: int
+    y: np.ndarray, fraction: float, kind: str, seed: int, groups: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Split row indices of the offline data into (training, held-out), both sorted.
 
@@ -70,10 +70,22 @@ def holdout_rows(
         fraction: share of the rows held out, in (0, 0.5].
         kind: ``random`` (stratified by rank) or ``top`` (the highest y).
         seed: seeds the ``random`` draw; same seed, same split.
+        groups: the design of each row (N,), e.g. :func:`matchopt.data.design_groups`: rows of
+            one design (replicated measurements) are held out together, so that no design sits
+            on both sides. The split is then drawn over designs, each scored by the mean of its
+            rows, and ``fraction`` is the share of designs held out. None, or one design per
+            row: the split of the rows themselves.
 
     Returns:
         Disjoint sorted index arrays whose union is ``range(N)``.
     """
+    if groups is not None:
+        ids, inverse = np.unique(np.asarray(groups), return_inverse=True)
+        if len(ids) < len(y):
+            means = np.bincount(inverse, weights=y) / np.bincount(inverse)
+            _, held_designs = holdout_rows(means, fraction, kind, seed)
+            held = np.isin(inverse, held_designs)
+            return np.flatnonzero(~held), np.flatnonzero(held)
     if kind not in SPLITS:
         raise MatchoptError(f"unknown validation split {kind!r}; choose one of {', '.join(SPLITS)}")
     if not 0 < fraction <= 0.5:

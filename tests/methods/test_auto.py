@@ -1,14 +1,15 @@
 """The per-table choice: the protocol, the pick, the designs kept apart."""
 
+import copy
 import dataclasses
 
 import numpy as np
 import pytest
 
-from matchopt.data import DesignSpace, OfflineData
+from matchopt.data import DesignSpace, OfflineData, design_groups
 from matchopt.errors import MatchoptError
 from matchopt.methods import make_method
-from matchopt.methods.auto import AutoChoice, AutoConfig
+from matchopt.methods.auto import AutoChoice, AutoConfig, protocol_score, pseudo_offline_split
 from matchopt.search import box_widths, near_copy_pairs
 from matchopt.tasks import load_task
 
@@ -23,11 +24,17 @@ def fitted(potts):
     return make_method("auto", "quick", seed=0).fit(potts)
 
 
-def test_the_choice_is_the_best_protocol_score_and_is_reported(fitted):
+def test_the_choice_is_the_best_protocol_score_and_is_reported(fitted, potts):
     report = fitted.fit_report()
     assert set(report["protocol"]) == {"matchopt-ens-mix", "cma-es", "ens-mean-small"}
     assert report["choice"] == max(report["protocol"], key=report["protocol"].get)
     assert report["left_out"] == {}
+    # Scores are shares of the held-out top designs: from 0 to 1 for every member.
+    assert all(0.0 <= value <= 1.0 for value in report["protocol"].values())
+    assert "above the 0.8 quantile" in report["criterion"] and "0 to 1" in report["criterion"]
+    # Potts' rows are distinct designs: the top fifth is held out.
+    held = potts.y > np.quantile(potts.y, 0.8)
+    assert (report["held_out_designs"], report["lower_designs"]) == (held.sum(), (~held).sum())
     # The chosen member's own surrogate predicts.
     rows = fitted.data_.x[:3]
     chosen = fitted.members_[fitted.choice_]
@@ -37,6 +44,7 @@ def test_the_choice_is_the_best_protocol_score_and_is_reported(fitted):
 def test_same_seed_same_choice_and_designs(potts, fitted):
     again = make_method("auto", "quick", seed=0).fit(potts)
     assert again.protocol_ == fitted.protocol_ and again.choice_ == fitted.choice_
+    assert again.fit_report() == fitted.fit_report()
     np.testing.assert_array_equal(again.propose(32), fitted.propose(32))
 
 
@@ -77,12 +85,69 @@ def test_cma_es_is_left_out_of_wide_designs(potts):
 
 def test_ties_at_the_quantile_judge_on_the_rows_below_the_best():
     rng = np.random.default_rng(0)
-    x = rng.integers(0, 4, size=(400, 6))
+    x = rng.permutation(np.stack(np.unravel_index(np.arange(4**6), (4,) * 6), axis=1))[:400]
     y = np.where(rng.random(400) < 0.3, 1.0, 0.0)  # two levels: the 80th percentile is the best
     data = OfflineData(x, y, DesignSpace.discrete(6, 4))
-    method = make_method("auto", "quick", seed=0)
-    lower = method._lower_rows(data)
+    held = pseudo_offline_split(data.x, data.y, 0.8)
+    np.testing.assert_array_equal(held, y == 1.0)
+    lower = make_method("auto", "quick", seed=0)._lower_rows(data, held)
     assert lower is not None and lower.y.max() == 0.0 and len(lower) == (y == 0).sum()
+
+
+def test_replicates_of_one_design_stay_on_one_side_of_the_split():
+    rng = np.random.default_rng(1)
+    designs = rng.permutation(np.stack(np.unravel_index(np.arange(3**5), (3,) * 5), axis=1))
+    designs = designs[:60]
+    merit = rng.normal(size=60)
+    # Three noisy replicates of every design, shuffled: a per-row cut at the 0.8 quantile
+    # would put some designs' rows on both sides.
+    rows = rng.permutation(np.repeat(np.arange(60), 3))
+    x, y = designs[rows], merit[rows] + rng.normal(scale=1.0, size=len(rows))
+    groups = design_groups(x)
+    per_row = y > np.quantile(y, 0.8)
+    assert any(len(set(per_row[groups == g])) == 2 for g in range(60))  # the case is there
+    held = pseudo_offline_split(x, y, 0.8)
+    assert all(len(set(held[groups == g])) == 1 for g in range(60))
+    # Held out: the designs whose mean score is above the 0.8 quantile of the designs' means.
+    means = np.array([y[groups == g].mean() for g in range(60)])
+    np.testing.assert_array_equal(held, (means > np.quantile(means, 0.8))[groups])
+    assert held.sum() == 3 * 12
+
+
+def test_a_design_far_beyond_the_data_counts_at_most_one():
+    held_out = np.array([1.0, 2.0, 3.0, 4.0])
+    # None reached, two reached (ties count), two reached, all reached (and far beyond).
+    assert protocol_score(np.array([0.0, 2.0, 2.5, 1e12]), held_out) == pytest.approx(0.5)
+    assert protocol_score(np.array([1e12, 4.0]), held_out) == 1.0
+    assert protocol_score(np.array([-1e12]), held_out) == 0.0
+
+
+def test_members_whose_designs_extrapolate_score_at_most_one_and_tie_in_pool_order(monkeypatch):
+    """A judge that scores every design off the table a million (z-units) bounds no member's
+    protocol score: each of their designs counts 1, they tie, and the first member wins."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, size=(80, 3)).astype(np.float32)
+    data = OfflineData(x, -((x - 0.3) ** 2).sum(axis=1), DesignSpace.continuous(3))
+
+    def judge(self, designs):
+        seen = {row.tobytes(): y for row, y in zip(self.data_.x, self.data_.y)}
+        flat = np.asarray(designs, dtype=np.float32)
+        return np.array([seen.get(row.tobytes(), 1e6) for row in flat])
+
+    monkeypatch.setattr(AutoChoice, "judge", judge)
+    config = dataclasses.replace(make_method("auto", "quick").config_, pool="ens-mean-small,cma-es")
+    method = AutoChoice(config, seed=0).fit(data)
+    assert method.protocol_ == {"ens-mean-small": 1.0, "cma-es": 1.0}
+    assert method.choice_ == "ens-mean-small"
+
+
+def test_a_saved_choice_loads_with_its_report_and_refuses_scores_beyond_one(fitted, tmp_path):
+    path = fitted.save(tmp_path / "auto.pt")
+    assert AutoChoice.load(path).fit_report() == fitted.fit_report()
+    crafted = copy.copy(fitted)
+    crafted.protocol_ = {**fitted.protocol_, "cma-es": 1112.051}
+    with pytest.raises(MatchoptError, match="not a number from 0 to 1"):
+        crafted.__matchopt_check__()
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -72,14 +73,17 @@ def assert_new_and_unique(proposals: pd.DataFrame, frame: pd.DataFrame, features
 # --- Input formats, end to end --------------------------------------------------------------------
 
 
-NUMERIC_PROPOSAL_COLUMNS = ["a", "b", "predicted_y", "predicted_y_std", "nearest_euclidean"]
+PREDICTION_COLUMNS = [
+    "predicted_y", "predicted_y_std", "predicted_y_low", "predicted_y_high", "extrapolated"
+]  # fmt: skip
+NUMERIC_PROPOSAL_COLUMNS = ["a", "b", *PREDICTION_COLUMNS, "nearest_euclidean"]
 
 
 def test_numeric_table_proposals_in_range_ranked_new(tmp_path):
     frame = numeric_frame()
     opt = TableOptimizer(target="y", method="random", preset="quick", seed=0).fit(frame)
     proposals = opt.propose(20)
-    assert list(proposals.columns) == NUMERIC_PROPOSAL_COLUMNS
+    assert [c for c in proposals.columns if c != "origin"] == NUMERIC_PROPOSAL_COLUMNS
     assert len(proposals) == 20
     assert proposals["a"].between(frame["a"].min(), frame["a"].max()).all()
     assert proposals["b"].dtype == np.int64  # every observed b is a whole number
@@ -99,11 +103,15 @@ def test_categorical_table_uses_method_surrogate_and_observed_categories():
     assert opt.schema_.space.describe() == "5 floats"  # a, b, one-hot block of 3
     proposals = opt.propose(16)
     assert set(proposals["solvent"]) <= set(SOLVENTS)
-    # The reported prediction is the surrogate's prediction of the decoded row.
+    # The ranking score is the surrogate's prediction of the decoded row, and ranks the rows.
     designs = opt.schema_.encode(proposals)
     np.testing.assert_allclose(
-        proposals["predicted_y"], opt.method_.predict(designs.astype(np.float32)), rtol=1e-6
+        proposals["ranking_score"], opt.method_.predict(designs.astype(np.float32)), rtol=1e-6
     )
+    assert proposals["ranking_score"].is_monotonic_decreasing
+    # The prediction is the calibrated ensemble's, inside its interval.
+    assert (proposals["predicted_y_low"] <= proposals["predicted_y"]).all()
+    assert (proposals["predicted_y"] <= proposals["predicted_y_high"]).all()
     assert_new_and_unique(proposals, frame, ["a", "b", "solvent"])
 
 
@@ -123,7 +131,9 @@ def test_categories_are_searched_by_default_and_kept_on_request(method):
     frame = solvent_effect_frame()
     top = frame.nlargest(32, "y")["solvent"]
     assert (top == "ethanol").mean() < 0.5
-    settings = dict(target="y", categorical=["solvent"], method=method, preset="quick", seed=0)
+    settings = dict(
+        target="y", categorical=["solvent"], method=method, preset="quick", seed=0, diversity=0
+    )  # the categories as searched, none dropped for lying near another proposal
     searched = TableOptimizer(**settings).fit(frame)
     proposals = searched.propose(32)
     assert (proposals["solvent"] == "ethanol").mean() > 0.9
@@ -189,7 +199,7 @@ def test_sequence_table_letters_lengths_hamming():
     ).fit(frame)
     assert opt.schema_.ignored == ("id",)
     proposals = opt.propose(12)
-    assert list(proposals.columns) == ["seq", "predicted_y", "predicted_y_std", "nearest_hamming"]
+    assert list(proposals.columns) == ["seq", *PREDICTION_COLUMNS, "nearest_hamming"]
     assert all(len(s) == 6 and set(s) <= set("ACGT") for s in proposals["seq"])
     assert proposals["nearest_hamming"].dtype == np.int64
     assert (proposals["nearest_hamming"] >= 1).all()
@@ -261,7 +271,7 @@ def test_true_false_columns_come_back_as_true_false(tmp_path, capsys):
     frame.to_parquet(tmp_path / "d.parquet", index=False)
     frame.to_csv(tmp_path / "d.csv", index=False)
     for name in ("d.parquet", "d.csv"):
-        out = tmp_path / f"p-{name}"
+        out = tmp_path / f"p-{name.replace('.', '-')}{Path(name).suffix}"  # own report names
         code, stdout, stderr = run_cli(
             capsys, "optimize", tmp_path / name, "--target", "y", "--method", "random",
             "--preset", "quick", "--n", "8", "--out", out,
@@ -685,7 +695,7 @@ def test_failed_write_after_fit_leaves_no_file(capsys, tmp_path, monkeypatch):
     for out in (tmp_path / "new.csv", old):
         code, _, err = run_cli(
             capsys, "optimize", data, "--target", "y", "--method", "random",
-            "--preset", "quick", "--out", out,
+            "--preset", "quick", "--out", out, "--force",
         )  # fmt: skip
         assert_one_line_error(code, err, "cannot write", "No space left on device")
     assert not (tmp_path / "new.csv").exists()
@@ -755,14 +765,11 @@ def test_cli_optimize_then_propose_from_saved_model_is_identical(tmp_path):
     assert result.returncode == 0, result.stderr
     assert first.read_bytes() == second.read_bytes()
     proposals = pd.read_csv(first)
-    assert list(proposals.columns) == [
-        "a",
-        "b",
-        "solvent",
-        "predicted_y",
-        "predicted_y_std",
-        "nearest_euclidean",
-    ]
+    columns = ["a", "b", "solvent", *PREDICTION_COLUMNS, "ranking_score", "nearest_euclidean"]
+    assert [c for c in proposals.columns if c != "origin"] == columns
+    # Each run leaves its report beside the proposals.
+    assert (tmp_path / "a.report.html").stat().st_size > 0
+    assert (tmp_path / "b.report.html").stat().st_size > 0
 
 
 @pytest.mark.parametrize("link", ["same", "hard", "symbolic"])
@@ -821,15 +828,9 @@ def test_proposals_carry_an_ensemble_spread_and_the_fit_is_measured_on_held_out_
     spread = proposals["predicted_y_std"]
     assert np.isfinite(spread).all() and (spread >= 0).all() and (spread > 0).any()
     quality = opt.fit_quality_
-    assert quality["n_test"] == 16 and -1 <= quality["spearman"] <= 1 and quality["r2"] <= 1
-    assert "80%" in quality["what"]
-    # MATCH-OPT with validation reports its own held-out rows (no second fit).
-    validated = TableOptimizer(
-        target="y", method="matchopt", preset="validated-quick",
-        overrides={"trajectory_length": 8}, seed=0,
-    ).fit(numeric_frame(80))  # fmt: skip
-    assert "own held-out rows" in validated.fit_quality_["what"]
-    assert validated.fit_quality_["n_test"] == len(validated.method_.validator_.y)
+    # Every row is held out once by the cross-validation by design.
+    assert quality["n_test"] == 80 and -1 <= quality["spearman"] <= 1 and quality["r2"] <= 1
+    assert "5 folds by design" in quality["what"] and 0 <= quality["coverage"] <= 1
 
 
 def test_min_distance_and_diversity_hold_in_the_proposals():
@@ -873,8 +874,8 @@ def test_a_search_that_converges_is_continued_until_n_new_sequences_exist(method
     assert not set(proposals["seq"]) & set(frame["seq"])
     assert (proposals["nearest_hamming"] >= 1).all()
     assert "neighbour" in set(proposals["origin"]) <= {"search", "neighbour"}
-    predicted = proposals["predicted_activity"].to_numpy()
-    assert (np.diff(predicted) <= 0).all()  # best predicted first, neighbours included
+    ranked = proposals["ranking_score"].to_numpy()
+    assert (np.diff(ranked) <= 0).all()  # best ranked first, neighbours included
     again = TableOptimizer(**settings, method=method).fit(frame).propose(128)
     pd.testing.assert_frame_equal(again, proposals)  # same seed, same designs
 
@@ -961,7 +962,9 @@ def test_the_below_the_best_warning_follows_the_direction():
             target="y", method="random", preset="quick", seed=0, minimize=minimize
         ).fit(frame)
         worst = opt.data_.y.min()  # in matchopt's units: below every measured row
-        opt._predict = lambda designs, worst=worst: np.full(len(designs), worst)
+        opt._ensemble_prediction = lambda designs, worst=worst: (
+            np.full(len(designs), worst), np.zeros(len(designs))
+        )
         with pytest.warns(ProposalWarning, match=words) as caught:
             proposals = opt.propose(4)
         message = next(str(w.message) for w in caught if "best measured" in str(w.message))

@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     try:
         args = build_parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # the command, to reproduce it
         if hasattr(args, "threads") and args.command != "bench":
             set_threads(None if args.threads is None else check_threads(args.threads))
         code = COMMANDS[args.command](args)

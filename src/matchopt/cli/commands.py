@@ -445,40 +445,65 @@ def field_docs(config_class: type) -> dict[str, str]:
     return docs
 
 
-def output_path(given: str | None) -> str:
+def output_path(given: str | None, force: bool = False) -> str:
     """``--out``, or :data:`DEFAULT_OUT` where no file of that name exists: a file the user did
-    not name is never overwritten."""
-    if given is not None:
-        return given
-    if os.path.lexists(DEFAULT_OUT):
-        raise MatchoptError(
-            f"{DEFAULT_OUT} exists (the default output); name it with --out to replace it, or "
-            "name another file"
-        )
-    return DEFAULT_OUT
+    not name is never overwritten (nor, without ``--force``, one the user named)."""
+    path = DEFAULT_OUT if given is None else given
+    _refuse_existing(path, "--out", force, named=given is not None)
+    return path
+
+
+def report_path(given: str | None, out: Path, force: bool) -> Path:
+    """``--report``, or ``<out's name>.report.html`` beside ``out``; refused where it exists
+    (without ``--force``)."""
+    path = Path(given) if given is not None else out.with_name(f"{out.stem}.report.html")
+    _refuse_existing(str(path), "--report", force, named=given is not None)
+    return path
+
+
+def _refuse_existing(path: str, option: str, force: bool, named: bool) -> None:
+    if force or not os.path.lexists(path):
+        return
+    if named:
+        raise MatchoptError(f"{option} {printable(path)} exists; add --force to replace it")
+    raise MatchoptError(
+        f"{printable(path)} exists (the default of {option}); name another file with {option}, "
+        "or add --force to replace it"
+    )
+
+
+def _output_paths(args: argparse.Namespace, inputs: list[str]) -> tuple[Path, Path]:
+    """The checked proposals (or ranked candidates) file and report path, before any work."""
+    from matchopt.tabular import OUTPUT_SUFFIXES, check_output_path
+
+    # What a path is (a folder, the input file) is said before that it exists.
+    given = DEFAULT_OUT if args.out is None else args.out
+    out = check_output_path(given, "--out", OUTPUT_SUFFIXES, inputs=inputs)
+    output_path(args.out, args.force)
+    given = args.report or out.with_name(f"{out.stem}.report.html")
+    report = check_output_path(given, "--report", (".html", ".htm"), inputs=inputs)
+    report_path(args.report, out, args.force)
+    if report.resolve() == out.resolve():
+        raise MatchoptError("--report and --out name the same file")
+    return out, report
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from matchopt.tabular import (
-        OUTPUT_SUFFIXES,
-        TableOptimizer,
-        check_output_path,
-        parse_bounds,
-        read_table,
-    )
+    from matchopt.tabular import TableOptimizer, check_output_path, parse_bounds, read_table
     from matchopt.tabular.optimizer import resolve_preset
 
     # Every cheap check comes before the (possibly long) fit.
-    out = check_output_path(output_path(args.out), "--out", OUTPUT_SUFFIXES, inputs=[args.data])
-    model_path = (
-        check_output_path(args.save_model, "--save-model", inputs=[args.data])
-        if args.save_model
-        else None
-    )
-    if model_path is not None and model_path.resolve() == out.resolve():
-        raise MatchoptError("--save-model and --out name the same file")
+    inputs = [args.data] + ([args.candidates] if args.candidates else [])
+    out, report = _output_paths(args, inputs)
+    model_path = None
+    if args.save_model:
+        model_path = check_output_path(args.save_model, "--save-model", inputs=inputs)
+        _refuse_existing(args.save_model, "--save-model", args.force, named=True)
+    if model_path is not None and model_path.resolve() in (out.resolve(), report.resolve()):
+        raise MatchoptError("--save-model names the same file as --out or --report")
     _check_count(args.n)
     resolve_device(args.device)
+    candidates = read_table(args.candidates) if args.candidates else None
     optimizer = TableOptimizer(
         target=args.target,
         features=_names(args.features, "--features") if args.features is not None else None,
@@ -513,15 +538,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         print(f"  ignored columns: {printable(', '.join(schema.ignored))}", file=sys.stderr)
     if optimizer.choice_:
         print(choice_line(optimizer.choice_), file=sys.stderr)
-    quality = optimizer.fit_quality_
-    if quality is not None:
-        print(
-            f"  held-out fit: Spearman {quality['spearman']:.2f}, R^2 {quality['r2']:.2f} on "
-            f"{quality['n_test']} rows ({quality['what']})",
-            file=sys.stderr,
-        )
+    print(fit_line(optimizer), file=sys.stderr)
     model_bytes = optimizer.to_bytes() if model_path is not None else None
-    _propose_and_write(optimizer, args.n, out)
+    _write_outputs(optimizer, args, out, report, candidates)
     if model_path is not None:
         from matchopt.tabular import write_file
 
@@ -530,18 +549,32 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_propose(args: argparse.Namespace) -> int:
-    from matchopt.tabular import OUTPUT_SUFFIXES, TableOptimizer, check_output_path
+def fit_line(optimizer) -> str:
+    """How the table was split and how well the predictor did on the held-out designs."""
+    quality, cross = optimizer.fit_quality_, optimizer.cross_validation_
+    if quality is None:
+        return f"  {cross['splits']}: no held-out fit, no intervals"
+    return (
+        f"  held-out fit: Spearman {quality['spearman']:.2f}, R^2 {quality['r2']:.2f}, "
+        f"{optimizer.calibration_.confidence:.0%} intervals cover {quality['coverage']:.0%} of "
+        f"{quality['n_test']} held-out rows ({printable(quality['what'])})"
+    )
 
-    out = check_output_path(output_path(args.out), "--out", OUTPUT_SUFFIXES, inputs=[args.model])
+
+def cmd_propose(args: argparse.Namespace) -> int:
+    from matchopt.tabular import TableOptimizer, read_table
+
+    inputs = [args.model] + ([args.candidates] if args.candidates else [])
+    out, report = _output_paths(args, inputs)
     _check_count(args.n)
+    candidates = read_table(args.candidates) if args.candidates else None
     optimizer = TableOptimizer.load(args.model)
     if args.threads is not None:
         optimizer.threads = check_threads(args.threads)
     fitted = f"{optimizer.method} fitted on {printable(optimizer.source_)}"  # from the file
     print(f"[{printable(args.model)}: {fitted} / seed {optimizer.seed}]", file=sys.stderr)
     try:
-        _propose_and_write(optimizer, args.n, out)
+        _write_outputs(optimizer, args, out, report, candidates)
     except (MatchoptError, OSError):
         raise
     except Exception as err:
@@ -577,17 +610,26 @@ def choice_line(choice: dict) -> str:
     return f"  chose {choice['choice']}: {why}{left}"
 
 
-def _propose_and_write(optimizer, n: int, out: Path) -> None:
-    """Propose, report shortfalls as one-line warnings, write atomically, show the best rows."""
+def _write_outputs(
+    optimizer, args: argparse.Namespace, out: Path, report: Path, candidates
+) -> None:
+    """Propose (or rank ``candidates``), print warnings as one line each, write the table and
+    the report atomically, show the best rows."""
+    import shlex
     import warnings
 
     from matchopt.tabular import ProposalWarning, write_table
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ProposalWarning)
-        proposals = optimizer.propose(n)
+        if candidates is not None:
+            proposals = optimizer.rank(candidates, source=args.candidates)
+        else:
+            proposals = optimizer.propose(args.n)
+    messages = []
     for warning in caught:
         if issubclass(warning.category, ProposalWarning):
+            messages.append(str(warning.message))
             print(f"matchopt: warning: {printable(warning.message)}", file=sys.stderr)
         else:
             warnings.showwarning(
@@ -599,8 +641,11 @@ def _propose_and_write(optimizer, n: int, out: Path) -> None:
             "measured rows or filtered out); nothing written"
         )
     write_table(proposals, out)
+    command = shlex.join(["matchopt", *getattr(args, "argv", [])])
+    optimizer.write_report(report, proposals, command=command, warnings=messages)
     print(f"  ranked by {printable(optimizer.ranking_)}", file=sys.stderr)
-    if len(proposals):  # column names and categories come from the user's file
-        lines = proposals.head(10).to_string(index=False).splitlines()
-        print("\n".join(printable(line, 20_000) for line in lines))
-    print(f"{len(proposals)} proposals -> {printable(out)}")
+    lines = proposals.head(10).to_string(index=False).splitlines()
+    print("\n".join(printable(line, 20_000) for line in lines))
+    what = "ranked candidates" if candidates is not None else "proposals"
+    print(f"{len(proposals)} {what} -> {printable(out)}")
+    print(f"report -> {printable(report)}")

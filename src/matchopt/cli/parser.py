@@ -346,6 +346,7 @@ def add_optimize_parser(sub: argparse._SubParsersAction) -> None:
         help=f"CSV or Parquet output file (default {DEFAULT_OUT}, only if no such file exists)",
     )
     p_opt.add_argument("--save-model", default=None, metavar="PATH", help="save the fitted model")
+    add_output_options(p_opt)
     add_distance_options(p_opt)
     add_threads_option(p_opt)
     add_device_option(p_opt)
@@ -363,9 +364,30 @@ def add_distance_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--diversity",
         type=float,
-        default=0.0,
+        default=None,
         metavar="D",
-        help="proposals at least D from each other (same units; best predicted kept first)",
+        help="proposals at least D from each other (same units; best ranked kept first; "
+        "default 0.5 for tables of columns, 0 for sequences)",
+    )
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``--candidates``, ``--report`` and ``--force`` of ``optimize`` and ``propose``."""
+    parser.add_argument(
+        "--candidates",
+        default=None,
+        metavar="FILE",
+        help="rank the designs of this CSV or Parquet file (your library of candidates) "
+        "instead of proposing new ones",
+    )
+    parser.add_argument(
+        "--report",
+        default=None,
+        metavar="PATH",
+        help="the HTML report of the run (default: beside --out, <name>.report.html)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace output files that exist (else refused)"
     )
 
 
@@ -379,4 +401,5 @@ def add_propose_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"CSV or Parquet output file (default {DEFAULT_OUT}, only if no such file exists)",
     )
+    add_output_options(p_prop)
     add_threads_option(p_prop)

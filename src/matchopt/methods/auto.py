@@ -11,9 +11,11 @@ bottom:
 1. **Pool**: the registered methods named in ``pool``, each with the run's seed and the
    ``member_preset``. A member that cannot run on the table is left out, with the reason
    (CMA-ES above ``cma_max_features`` features: its covariance is d x d per run).
-2. **Pseudo-offline fits**: every member is fitted on the rows at or below the
-   ``judge_quantile`` of the scores (the table without its best rows; where that quantile is
-   the best score, the rows below it) and proposes ``judged_designs`` designs.
+2. **Pseudo-offline fits**: the table is split by design (identical rows are replicates of
+   one design and never fall on both sides): the designs whose mean score is above the
+   ``judge_quantile`` of the designs' mean scores are held out (the table's top designs; where
+   that quantile is the best mean, the designs at it), and every member is fitted on the rows
+   of the other designs and proposes ``judged_designs`` designs.
 3. **Full fits**: every member is fitted on all rows. Members with the same Gaussian-ensemble
    training fields share one ensemble (CMA-ES and Ens-Mean-Small do).
 4. **Judge**: every distinct full-data surrogate (members sharing one ensemble count once), its
@@ -21,10 +23,14 @@ bottom:
    ``pessimism`` times their spread (far designs, where the surrogates disagree, score low).
    Token designs holding a pair of neighbouring tokens that no row above the minimum holds
    score the table's minimum (the feasibility prior of ``matchopt-ens``'s
-   ``support="pairs"``).
-5. **Choice**: the member whose pseudo-offline designs have the highest mean judge score (ties:
-   pool order). It saw none of the best rows; the judge saw all of them: a member that
-   extrapolates toward them scores high.
+   ``support="pairs"``). Judge scores are only compared with each other (steps 5 and 6).
+5. **Choice**: each pseudo-offline design scores the share of the held-out top designs whose
+   judge score (the same judge, on the design itself) it reaches or exceeds, from 0 to 1; a
+   member's protocol score is the mean over its designs, from 0 to 1 (how many of the table's
+   best designs, which its fit never saw, its proposals reach). The member with the highest
+   protocol score is chosen (ties: pool order). The scale is free of the table's units and
+   bounded: a design far beyond the data, where the judge's standardized score is unbounded,
+   counts at most 1, as one that reaches the best held-out design.
 6. **Designs**: the chosen member's full-data fit proposes twice the designs asked (as many as
    it can), ranked by the judge, and kept greedily so that no two continuous designs lie within
    ``min_distance`` of each other (root-mean-square difference per feature over the widths of
@@ -44,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from matchopt.config_fields import pessimism as pessimism_field
-from matchopt.data import OfflineData
+from matchopt.data import OfflineData, design_groups
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS, Method, build_config
 from matchopt.methods.cma_es import CmaEs
@@ -52,7 +58,7 @@ from matchopt.methods.engine import RunContext
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.search import box_widths, scaled_distances
-from matchopt.state_checks import check_number, check_str, check_type, is_number
+from matchopt.state_checks import check_int, check_number, check_str, check_type, is_number
 
 
 @dataclass(frozen=True)
@@ -64,11 +70,13 @@ class AutoConfig:
     member_preset: str = field(default="paper", metadata={"choices": ("paper", "quick")})
     """The preset every member runs with."""
     judge_quantile: float = field(default=0.8, metadata={"range": (0.1, 0.95)})
-    """Members are judged after a fit on the rows at or below this quantile of the scores."""
+    """Members are judged after a fit without the designs whose mean score is above this
+    quantile of the designs' mean scores (the held-out top designs they must reach)."""
     judged_designs: int = 128
     """Designs each pseudo-offline fit proposes for the judge."""
     pessimism: float = pessimism_field(1.0)
-    """The judge score is the surrogates' mean minus this times their spread."""
+    """The judge score is the surrogates' mean minus this times their spread (it ranks the
+    members' designs against the held-out top designs)."""
     min_distance: float = field(default=0.01, metadata={"range": (0.0, 1.0)})
     """No two continuous designs closer than this (root-mean-square difference per feature, in
     units of the widths of the box the rows span)."""
@@ -79,14 +87,52 @@ class AutoConfig:
 QUICK = {"member_preset": "quick", "judged_designs": 16}
 
 
+def pseudo_offline_split(x: np.ndarray, y: np.ndarray, quantile: float) -> np.ndarray:
+    """Which rows the pseudo-offline fits hold out (module notes, 2), decided per design.
+
+    Args:
+        x: the designs of the rows (n x shape); equal rows are replicates of one design.
+        y: their scores (n,).
+        quantile: designs whose mean score is above this quantile of the designs' mean scores
+            are held out; where that quantile is the best mean (tables of few score levels),
+            the designs at it.
+
+    Returns:
+        A boolean mask (n,), True for held-out rows; the rows of one design share one value.
+    """
+    groups = design_groups(x)
+    means = np.bincount(groups, weights=np.asarray(y, dtype=np.float64)) / np.bincount(groups)
+    cut = np.quantile(means, quantile)
+    held = means > cut if cut < means.max() else means >= cut
+    return held[groups]
+
+
+def protocol_score(judged: np.ndarray, held_out: np.ndarray) -> float:
+    """A member's protocol score (module notes, 5), from 0 to 1.
+
+    Args:
+        judged: judge scores (m,) of the member's pseudo-offline designs.
+        held_out: judge scores (k,) of the held-out top designs, k >= 1.
+
+    Returns:
+        The mean over the member's designs of the share of ``held_out`` each reaches or exceeds.
+    """
+    ranked = np.sort(np.asarray(held_out, dtype=np.float64))
+    reached = np.searchsorted(ranked, np.asarray(judged, dtype=np.float64), side="right")
+    return float(np.mean(reached / len(ranked)))
+
+
 class AutoChoice(Method):
     """Fits a pool of methods, judges them on the table (module notes), proposes with the best.
 
     Attributes:
         members_: the pool members fitted on all rows, by name.
         choice_: the name of the member whose designs :meth:`propose` returns.
-        protocol_: each member's protocol score (mean judge score of its pseudo-offline
-            designs), by name; members left out are absent.
+        protocol_: each member's protocol score, from 0 to 1 (the mean share of the held-out
+            top designs that its pseudo-offline designs reach), by name; members left out are
+            absent (all of them where the split leaves too few rows to fit every member).
+        held_out_designs_: how many designs the pseudo-offline split held out (the top ones).
+        lower_designs_: how many designs the pseudo-offline fits saw.
         left_out_: members left out of the pool, with the reason.
     """
 
@@ -126,14 +172,20 @@ class AutoChoice(Method):
 
     @fit_all_or_nothing
     def fit(self, data: OfflineData) -> AutoChoice:
-        """Pseudo-offline fits, full fits, the judge and the choice (module notes, 2-5)."""
+        """The split, pseudo-offline fits, full fits, the judge and the choice (module notes,
+        2-5)."""
         config = self.config_
         names = self.pool_names()
         self.left_out_ = {n: why for n in names if (why := self._left_out(n, data)) is not None}
         names = [n for n in names if n not in self.left_out_]
         if not names:
             raise MatchoptError(f"no pool member can run on this table: {self.left_out_}")
-        lower = self._lower_rows(data)
+        groups = design_groups(data.x)
+        held = pseudo_offline_split(data.x, data.y, config.judge_quantile)
+        self.held_out_designs_ = len(np.unique(groups[held]))
+        self.lower_designs_ = len(np.unique(groups[~held]))
+        top = data.x[held][np.unique(groups[held], return_index=True)[1]]  # a row per design
+        lower = self._lower_rows(data, held)
         with tempfile.TemporaryDirectory(prefix="matchopt-auto-") as shared:
             # One ensemble for the members that share one.
             folder = self.context.ensemble_folder or shared
@@ -151,18 +203,16 @@ class AutoChoice(Method):
                 self.members_[name].in_context(RunContext())  # the folder is gone after fit
         self.data_ = data
         self._fit_judge(data)
-        self.protocol_ = {name: float(np.mean(self.judge(d))) for name, d in judged.items()}
+        reach = self.judge(top) if judged else None
+        self.protocol_ = {name: protocol_score(self.judge(d), reach) for name, d in judged.items()}
         self.choice_ = max(names, key=lambda n: self.protocol_.get(n, -np.inf))
         return self
 
-    def _lower_rows(self, data: OfflineData) -> OfflineData | None:
-        """The rows at or below the ``judge_quantile`` of the scores; where that is the best
-        score (ties: tables of few score levels), the rows below it. None where that leaves too
-        few rows to fit every member (the first member is then chosen)."""
-        y = np.asarray(data.y)
-        cut = np.quantile(y, self.config_.judge_quantile)
-        keep = y <= cut if cut < y.max() else y < cut
-        lower = OfflineData(data.x[keep], data.y[keep], data.space)
+    def _lower_rows(self, data: OfflineData, held: np.ndarray) -> OfflineData | None:
+        """The rows the pseudo-offline fits see: those not ``held`` out (n,) by
+        :func:`pseudo_offline_split`. None where that leaves too few rows to fit every member
+        (the first member is then chosen)."""
+        lower = OfflineData(data.x[~held], data.y[~held], data.space)
         fewest = max(
             [MIN_ROWS, self.config_.judged_designs]
             + [self._member(n).min_rows(self._member(n).config_)[0] for n in self.pool_names()]
@@ -276,7 +326,8 @@ class AutoChoice(Method):
 
     def __matchopt_check__(self) -> None:
         """Checks of a method read from a model file: the members are methods of the pool, the
-        choice is one of them, the scores are numbers (the members check themselves)."""
+        choice is one of them, the scores are numbers from 0 to 1, the split's design counts
+        are whole numbers (the members check themselves)."""
         super().__matchopt_check__()
         if "members_" not in vars(self):
             return
@@ -292,8 +343,10 @@ class AutoChoice(Method):
             raise MatchoptError(f"judges_ {judges!r} are not members")
         for name in ("protocol_", "left_out_"):
             check_type(self, name, dict)
-        if not all(is_number(v) for v in self.protocol_.values()):
-            raise MatchoptError("protocol_ holds something that is not a number")
+        if not all(is_number(v) and 0.0 <= v <= 1.0 for v in self.protocol_.values()):
+            raise MatchoptError("protocol_ holds something that is not a number from 0 to 1")
+        check_int(self, "held_out_designs_", 0)
+        check_int(self, "lower_designs_", 0)
         check_number(self, "judge_mean_")
         check_number(self, "judge_std_", 0.0, above=True)
         pairs = check_type(self, "pairs_seen_", np.ndarray, none=True)
@@ -304,11 +357,19 @@ class AutoChoice(Method):
             raise MatchoptError("pairs_seen_ does not fit the design space")
 
     def fit_report(self) -> dict[str, Any]:
-        """The choice, every member's protocol score, and the members left out."""
+        """The choice, every member's protocol score and what it measures, the split's design
+        counts, and the members left out."""
         self._check_fitted()
         return {
             "choice": self.choice_,
             "protocol": dict(self.protocol_),
+            "criterion": (
+                f"share of the held-out top designs (by design, above the "
+                f"{self.config_.judge_quantile:g} quantile of the designs' mean scores) that a "
+                f"member's designs reach, 0 to 1"
+            ),
+            "held_out_designs": self.held_out_designs_,
+            "lower_designs": self.lower_designs_,
             "left_out": dict(self.left_out_),
             "judges": list(self.judges_),
             "judge": dataclasses.asdict(self.config_),

@@ -47,7 +47,7 @@ from tqdm.auto import tqdm
 
 from matchopt.checkpoints import is_finite_number, is_integer, is_number, shown
 from matchopt.config_fields import by_design_type, count, learning_rate, scale, share
-from matchopt.data import OfflineData
+from matchopt.data import OfflineData, design_groups
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import MIN_ROWS, Method
@@ -530,8 +530,13 @@ class MatchOpt(Method):
         train_rows = np.arange(len(data))
         validator, selector = None, CheckpointSelector(config.selection, keep_checkpoints)
         if config.validation_fraction > 0:
+            # Replicated rows of one design stay on one side (a held-out design is unseen).
             train_rows, held_rows = holdout_rows(
-                data.y, config.validation_fraction, config.validation_split, self.seed
+                data.y,
+                config.validation_fraction,
+                config.validation_split,
+                self.seed,
+                groups=design_groups(data.x),
             )
             validator = self._validator(features, scores, data.y, train_rows, held_rows)
         self.validation_seconds_ = 0.0

@@ -64,7 +64,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from matchopt.data import OfflineData, top_rows
+from matchopt._version import __version__
+from matchopt.data import OfflineData, design_groups, top_rows
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
 from matchopt.io import atomic_write_bytes
@@ -87,6 +88,14 @@ from matchopt.state_checks import (
     check_type,
     is_number,
 )
+from matchopt.tabular.calibration import (
+    DISTANCE_SAMPLE,
+    Calibration,
+    cross_validate,
+    design_folds,
+    far_distance,
+)
+from matchopt.tabular.report_page import ReportContext, write_report
 from matchopt.tabular.schema import (
     CSV_SUFFIXES,
     PARQUET_SUFFIXES,
@@ -121,12 +130,38 @@ RANKER_PRESETS: dict[str, EnsembleConfig] = {
 }
 
 
+#: Two proposals of a table with numeric columns are distinct experiments when they lie at least
+#: this far apart (the distance column's units: numeric columns in units of their measured std,
+#: 1 per differing category): the default ``diversity`` of such tables.
+DISTINCT_DISTANCE = 0.5
+#: The column flagging predictions the table does not support (:mod:`.calibration`).
+FLAG_NAME = "extrapolated"
+#: The column of the ranking surrogate's value, where it is the method's own.
+RANKING_NAME = "ranking_score"
+
+
 class ProposalWarning(UserWarning):
-    """Fewer new designs than asked for."""
+    """Fewer new designs than asked for, or predictions the table does not support."""
 
 
 #: How proposals' categorical columns are set (:meth:`TableOptimizer._choose_categories`).
 CATEGORY_CHOICES = ("search", "keep")
+
+
+def output_columns(schema: TableSchema) -> list[str]:
+    """The columns matchopt adds to proposals and predictions (no feature may take their
+    names)."""
+    prediction = schema.prediction_name
+    return [
+        prediction,
+        schema.spread_name,
+        f"{prediction}_low",
+        f"{prediction}_high",
+        FLAG_NAME,
+        RANKING_NAME,
+        schema.distance_name,
+        "origin",
+    ]
 
 
 def resolve_preset(method: str, preset: str | None) -> str:
@@ -262,7 +297,10 @@ class TableOptimizer:
         min_distance: keep only proposals at least this far from every measured row (in the
             units of the distance column: differing positions, or std units).
         diversity: keep the proposals at least this far from each other (same units; greedy,
-            best predicted first).
+            in ranking order). None (default): :data:`DISTINCT_DISTANCE` (half a std of one
+            numeric column, or one other category) for tables of columns, so that the top rows
+            are distinct experiments, not one design with jitter; 0 for sequences (two
+            different sequences are distinct).
         device: torch device of fit and propose: cpu, cuda, cuda:N, mps or auto (default
             ``$MATCHOPT_DEVICE``, else cpu; :func:`~matchopt.runtime.resolve_device`). Random
             draws stay on the CPU, so a seed gives the same proposals on every device up to
@@ -305,7 +343,7 @@ class TableOptimizer:
         progress: bool = False,
         threads: int | None = None,
         min_distance: float = 0.0,
-        diversity: float = 0.0,
+        diversity: float | None = None,
         device: str | None = None,
         categories: str = "search",
     ):
@@ -333,6 +371,14 @@ class TableOptimizer:
         """The torch device of fit and propose (``device``, else ``$MATCHOPT_DEVICE``, else the
         CPU)."""
         return resolve_device(self.device, "device")
+
+    @property
+    def diversity_(self) -> float:
+        """The distance proposals keep from each other: ``diversity``, or by default
+        :data:`DISTINCT_DISTANCE` for tables of columns and 0 for sequences."""
+        if self.diversity is not None:
+            return float(self.diversity)
+        return 0.0 if self.schema_.sequence is not None else DISTINCT_DISTANCE
 
     # -- fitting --
 
@@ -385,8 +431,7 @@ class TableOptimizer:
             bounds=self.bounds,
             source=source,
         )
-        reserved = (schema.prediction_name, schema.spread_name, schema.distance_name)
-        for name in reserved:
+        for name in output_columns(schema):
             if name in schema.feature_names:
                 raise MatchoptError(
                     f"{source}: feature column {name!r} has the name of an output column; rename it"
@@ -411,19 +456,15 @@ class TableOptimizer:
             else None
         )
         self.ensemble_encoder_, self.ensemble_ = self._fit_ensemble(data_)
-        params = self._ensemble_params()
-        ensemble_words = (
-            f"an ensemble of {params.n_models} Gaussian MLPs (hidden {params.hidden}, "
-            f"{params.epochs} epochs)"
-        )
+        ensemble_words = self._ensemble_words()
         if method.has_surrogate:
             self.ranker_ = None
             self.ranking_ = f"{self.method}'s own surrogate"
         else:
             self.ranker_ = self.ensemble_
             self.ranking_ = f"{ensemble_words} fitted for ranking ({self.method} has no surrogate)"
-        self.fit_quality_ = self._fit_quality(method, data_, ensemble_words)
         self.schema_, self.method_, self.data_, self.source_ = schema, method, data_, source
+        self._calibrate(ensemble_words)
         return self
 
     def _check_settings(self) -> None:
@@ -438,7 +479,10 @@ class TableOptimizer:
             raise MatchoptError(
                 f"categories must be one of {', '.join(CATEGORY_CHOICES)}, got {self.categories!r}"
             )
-        for name, value in (("min_distance", self.min_distance), ("diversity", self.diversity)):
+        settings = [("min_distance", self.min_distance)]
+        if self.diversity is not None:
+            settings.append(("diversity", self.diversity))
+        for name, value in settings:
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
@@ -449,61 +493,87 @@ class TableOptimizer:
     def _ensemble_params(self) -> EnsembleConfig:
         return RANKER_PRESETS["quick" if self.preset_.endswith("quick") else "paper"]
 
-    def _fit_ensemble(self, data: OfflineData) -> tuple[DesignEncoder, GaussianEnsemble]:
+    def _fit_ensemble(
+        self, data: OfflineData, progress: bool | None = None
+    ) -> tuple[DesignEncoder, GaussianEnsemble]:
         encoder = DesignEncoder(data.space).fit(data.x, data.y)
         ensemble = GaussianEnsemble.from_config(
             torch.from_numpy(encoder.encode_x(data.x)).to(self.device_),
             torch.from_numpy(encoder.encode_y(data.y)).to(self.device_),
             self._ensemble_params(),
             self.seed,
-            self.progress,
+            self.progress if progress is None else progress,
         )
         return encoder, ensemble
 
-    def _fit_quality(
-        self, method: Any, data: OfflineData, ensemble_words: str
-    ) -> dict[str, Any] | None:
-        """Spearman and R^2 of the ranking surrogate on rows it was not fitted on.
-
-        MATCH-OPT with validation reports its own held-out rows at the selected epoch (free);
-        otherwise an ensemble like ``ensemble_`` is fitted on a seeded 80% of the rows and
-        scored on the other 20%.
-        """
-        report = method.fit_report() if method.has_surrogate else {}
-        curves = report.get("validation") or {}
-        if curves.get("spearman") and getattr(method, "validator_", None) is not None:
-            epochs = curves["epoch"]
-            at = (
-                epochs.index(report["selected_epoch"]) if report["selected_epoch"] in epochs else -1
-            )
-            held_out = np.asarray(method.validator_.y, dtype=np.float64)
-            variance = float(held_out.var())
-            return {
-                "spearman": float(curves["spearman"][at]),
-                "r2": 1.0 - float(curves["mse"][at]) / variance if variance > 0 else float("nan"),
-                "n_test": len(held_out),
-                "what": f"{self.method}'s own held-out rows at its selected epoch",
-            }
-        n_test = len(data) // 5
-        if n_test < 5:
-            return None
-        rng = np.random.default_rng([self.seed, 5])
-        test = np.zeros(len(data), dtype=bool)
-        test[rng.choice(len(data), size=n_test, replace=False)] = True
-        train = OfflineData(data.x[~test], data.y[~test], data.space)
-        encoder, ensemble = self._fit_ensemble(train)
+    def _ensemble_prediction(
+        self,
+        designs: np.ndarray,
+        encoder: DesignEncoder | None = None,
+        ensemble: GaussianEnsemble | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(mean, spread) of an ensemble's members for ``designs``, in matchopt's units
+        (default: the table's ``ensemble_``)."""
+        encoder = self.ensemble_encoder_ if encoder is None else encoder
+        ensemble = self.ensemble_ if ensemble is None else ensemble
+        features = torch.from_numpy(encoder.encode_x(designs)).to(self.device_)
         with torch.no_grad():
-            features = torch.from_numpy(encoder.encode_x(data.x[test])).to(self.device_)
-            predicted = ensemble.predict_mean(features).cpu()
-        # In z-scored units: Spearman and R^2 are unchanged, and huge targets cannot overflow.
-        actual = encoder.encode_y(data.y[test])
-        metrics = ranking_metrics(predicted.numpy(), actual)
-        variance = float(np.var(actual))
-        return {
+            members = ensemble.member_means(features).cpu().numpy().astype(np.float64)
+        scaler = encoder.y_scaler_
+        scale = 1.0 if scaler is None else np.abs(np.asarray(scaler.std, dtype=np.float64))
+        # The mean is decoded; the spread is taken in standardized units and scaled after (the
+        # std of decoded values squares them, which overflows near the float64 limit).
+        mean = encoder.decode_y(members.mean(0))
+        return np.asarray(mean, dtype=np.float64), members.std(axis=0) * scale
+
+    def _calibrate(self, ensemble_words: str) -> None:
+        """Cross-validate the predictor by design, fit the intervals and the extrapolation
+        limits (:mod:`matchopt.tabular.calibration`): sets ``cross_validation_``,
+        ``calibration_`` and ``fit_quality_``."""
+        data = self.data_
+        groups = design_groups(data.x)
+        folds, splits = design_folds(groups, self.seed)
+        self.cross_validation_: dict[str, Any] = {
+            "splits": splits,
+            "n_rows": len(data),
+            "n_designs": int(groups.max()) + 1,
+        }
+        self.calibration_: Calibration | None = None
+        self.fit_quality_ = None
+        if not folds:
+            return
+
+        def fit_predict(train: np.ndarray, test: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            part = OfflineData(data.x[train], data.y[train], data.space)
+            encoder, ensemble = self._fit_ensemble(part, progress=False)
+            return self._ensemble_prediction(data.x[test], encoder, ensemble)
+
+        mean, spread, fold_of = cross_validate(folds, len(data), fit_predict)
+        distinct = data.x[np.unique(groups, return_index=True)[1]]
+        far = far_distance(
+            lambda rows: self.schema_.nearest_other_distances(distinct, rows),
+            len(distinct),
+            self.seed,
+        )
+        y = np.asarray(data.y, dtype=np.float64)
+        calibration = Calibration.from_cross_validation(y, mean, spread, fold_of, far)
+        held = fold_of >= 0
+        low, high = calibration.interval(mean, spread)
+        # Spearman and R^2 of scaled values: the same numbers, and huge targets cannot overflow.
+        scale = float(np.max(np.abs(y[held]))) or 1.0
+        metrics = ranking_metrics(mean[held] / scale, y[held] / scale)
+        variance = float(np.var(y[held] / scale))
+        r2 = 1.0 - metrics["mse"] / variance if variance > 0 else float("nan")
+        self.calibration_ = calibration
+        self.cross_validation_.update(
+            predicted=mean, low=low, high=high, fold=fold_of, spearman=metrics["spearman"], r2=r2
+        )
+        self.fit_quality_ = {
             "spearman": metrics["spearman"],
-            "r2": 1.0 - metrics["mse"] / variance if variance > 0 else float("nan"),
-            "n_test": int(n_test),
-            "what": f"{ensemble_words} fitted on a seeded 80% of the rows, scored on the rest",
+            "r2": r2,
+            "n_test": int(held.sum()),
+            "coverage": calibration.coverage,
+            "what": f"{ensemble_words}, {splits}",
         }
 
     def _check_fitted(self) -> None:
@@ -516,26 +586,7 @@ class TableOptimizer:
         """Predictions as matchopt maximizes them (negated target when minimizing)."""
         if self.ranker_ is None:
             return np.asarray(self.method_.predict(designs), dtype=np.float64)
-        return self._ensemble_members(designs).mean(0)
-
-    def _ensemble_members(self, designs: np.ndarray, decode: bool = True) -> np.ndarray:
-        """Each ensemble member's predicted mean (n_models x n), in matchopt's units (or, with
-        ``decode=False``, in the ensemble's standardized units)."""
-        features = torch.from_numpy(self.ensemble_encoder_.encode_x(designs)).to(self.device_)
-        with torch.no_grad():
-            members = self.ensemble_.member_means(features).cpu().numpy()
-        if not decode:
-            return members.astype(np.float64)
-        return self.ensemble_encoder_.decode_y(members.reshape(-1)).reshape(members.shape)
-
-    def _ensemble_spread(self, designs: np.ndarray) -> np.ndarray:
-        """Std of the members' predictions (n,), in the user's units. Computed in standardized
-        units and scaled after: the std of the decoded predictions squares them, which overflows
-        to inf for targets near the float64 limit (1e300)."""
-        members = self._ensemble_members(designs, decode=False)
-        scaler = self.ensemble_encoder_.y_scaler_
-        scale = 1.0 if scaler is None else np.abs(np.asarray(scaler.std, dtype=np.float64))
-        return members.std(axis=0) * scale  # a saved model's std may be an array of 1
+        return self._ensemble_prediction(designs)[0]
 
     def _propose_designs(self, count: int) -> np.ndarray:
         designs = self.method_.propose_up_to(count)
@@ -573,6 +624,62 @@ class TableOptimizer:
             seen.add(designs[index].tobytes())
         return designs
 
+    def predict(
+        self, data: pd.DataFrame | str | os.PathLike, source: str | None = None
+    ) -> pd.DataFrame:
+        """Predictions for designs the user gives (a library of candidates), in their order.
+
+        Args:
+            data: a DataFrame or the path of a CSV or Parquet file with the measured table's
+                feature columns (other columns are ignored).
+            source: its name in messages (default: its path, or "candidates").
+
+        Returns:
+            The feature columns, then ``predicted_<target>`` with its ``_std`` and its
+            ``_low`` / ``_high`` interval, ``extrapolated``, ``ranking_score`` (the method's own
+            surrogate, where it ranks) and the distance to the nearest measured row: the
+            columns of :meth:`propose`.
+
+        Raises:
+            MatchoptError: a missing feature column, an unknown category or letter, a value that
+                is not a number (naming file, column and row).
+        """
+        self._check_fitted()
+        with limit_threads(self.threads):
+            frame, designs = self._read_candidates(data, source)
+            ranking = self._predict(designs)
+            distances = self.schema_.nearest_distances(designs, self.data_.x)
+            return self._with_predictions(frame, designs, ranking, distances)
+
+    def rank(
+        self, data: pd.DataFrame | str | os.PathLike, source: str | None = None
+    ) -> pd.DataFrame:
+        """:meth:`predict`, best first by the ranking surrogate (the one that orders
+        :meth:`propose`); warns of extrapolated predictions as :meth:`propose` does."""
+        out = self.predict(data, source)
+        schema = self.schema_
+        score = out[RANKING_NAME if self.ranker_ is None else schema.prediction_name].to_numpy()
+        order = np.argsort(schema.user_scores(-score), kind="stable")  # best first
+        out = out.iloc[order].reset_index(drop=True)
+        self._warn_extrapolation(out, stacklevel=3)
+        return out
+
+    def _read_candidates(
+        self, data: pd.DataFrame | str | os.PathLike, source: str | None
+    ) -> tuple[pd.DataFrame, np.ndarray]:
+        """The candidates' feature columns as given, and their designs."""
+        if isinstance(data, (str, os.PathLike)):
+            source = source or str(data)
+            frame = read_table(data)
+        elif isinstance(data, pd.DataFrame):
+            source = source or "candidates"
+            frame = data
+        else:
+            raise MatchoptError(f"expected a DataFrame or a file path, got {type(data).__name__}")
+        designs = self.schema_.encode_candidates(frame, source)
+        frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
+        return frame[self.schema_.feature_names].reset_index(drop=True), designs
+
     def propose(self, n: int = 128) -> pd.DataFrame:
         """Up to ``n`` new rows in the table's format, best predicted first.
 
@@ -580,10 +687,15 @@ class TableOptimizer:
         a benchmark run); those that repeat a measured row or each other are replaced by the
         best-predicted new designs among further candidates (see the module docstring).
 
-        Columns: the feature columns, ``predicted_<target>`` (the ranking surrogate's
-        prediction, user units), ``predicted_<target>_std`` (the ensemble's spread) and
+        Columns: the feature columns; ``predicted_<target>``, the prediction of the ensemble
+        of Gaussian MLPs fitted on the table (user units), with ``_std`` (its members' spread)
+        and ``_low`` / ``_high`` (its conformal interval, calibrated by cross-validation by
+        design: :mod:`matchopt.tabular.calibration`); ``extrapolated`` (True where the table
+        does not support the prediction); ``ranking_score``, the value of the method's own
+        surrogate that orders the rows (absent when the ensemble ranks); and
         ``nearest_euclidean`` or ``nearest_hamming`` (distance to the nearest measured row).
-        No row repeats another or a measured row.
+        No row repeats another or a measured row, and rows of tables of columns lie at least
+        ``diversity_`` from each other.
 
         Warns:
             ProposalWarning: fewer than ``n`` new designs were found (the count is given); when
@@ -626,16 +738,16 @@ class TableOptimizer:
                 ProposalWarning,
                 stacklevel=2,
             )
-            return pool.empty()
+            empty = np.empty((0, *self.data_.x.shape[1:]), dtype=self.data_.x.dtype)
+            return self._with_predictions(pool.empty(), empty, np.empty(0), np.empty(0))
         origin = np.where(np.isin(chosen, chosen[:searched]), "search", "neighbour")
         ranked = np.argsort(-predicted[chosen], kind="stable")
         chosen, origin = chosen[ranked], origin[ranked]
-        out = table.iloc[chosen].reset_index(drop=True)
-        out[schema.prediction_name] = schema.user_scores(predicted[chosen])
-        # Spread of the ensemble's members: the same in the user's sign.
-        out[schema.spread_name] = self._ensemble_spread(designs[chosen])
-        out[schema.distance_name] = (
-            distances[chosen].astype(np.int64) if schema.sequence is not None else distances[chosen]
+        out = self._with_predictions(
+            table.iloc[chosen].reset_index(drop=True),
+            designs[chosen],
+            predicted[chosen],
+            distances[chosen],
         )
         if searched < len(out):
             out["origin"] = origin
@@ -645,6 +757,40 @@ class TableOptimizer:
             out["proposed_by"] = self.choice_["choice"]
             out.attrs["matchopt"] = {"method": self.method, **self.choice_}
         self._warn(out, n, searched, radius, lambda: self._shortfall_cause(pool, distances))
+        return out
+
+    def _with_predictions(
+        self,
+        rows: pd.DataFrame,
+        designs: np.ndarray,
+        ranking: np.ndarray,
+        distances: np.ndarray,
+    ) -> pd.DataFrame:
+        """``rows`` (the designs in the user's format) with the prediction columns: the
+        ensemble's mean, spread and interval in the user's units and sign, the extrapolation
+        flag, the ranking surrogate's value where it is the method's own, and the distance to
+        the nearest measured row."""
+        schema = self.schema_
+        prediction = schema.prediction_name
+        mean, spread = self._ensemble_prediction(designs) if len(designs) else (ranking, ranking)
+        out = rows.copy()
+        out[prediction] = schema.user_scores(mean)
+        out[schema.spread_name] = spread  # a spread: the same in the user's sign
+        calibration = getattr(self, "calibration_", None)
+        if calibration is not None:
+            low, high = (schema.user_scores(v) for v in calibration.interval(mean, spread))
+            out[f"{prediction}_low"] = np.minimum(low, high)  # minimizing swaps the ends
+            out[f"{prediction}_high"] = np.maximum(low, high)
+            beyond, far = calibration.flags(mean, distances)
+            out[FLAG_NAME] = beyond | far
+        else:
+            out[f"{prediction}_low"] = out[f"{prediction}_high"] = np.nan
+            out[FLAG_NAME] = False
+        if self.ranker_ is None:
+            out[RANKING_NAME] = schema.user_scores(ranking)
+        out[schema.distance_name] = (
+            distances.astype(np.int64) if schema.sequence is not None else distances
+        )
         return out
 
     def _collect(self, pool: _Pool, n: int) -> np.ndarray:
@@ -692,7 +838,10 @@ class TableOptimizer:
                 ProposalWarning,
                 stacklevel=4,
             )
-        top = out[schema.prediction_name].iloc[0] if len(out) else None
+        self._warn_extrapolation(out, stacklevel=5)
+        top = out[schema.prediction_name].max() if len(out) else None
+        if schema.minimize and len(out):
+            top = out[schema.prediction_name].min()
         best = schema.user_scores(np.array([self.data_.y.max()]))[0]
         # In the user's sign: when minimizing, the best prediction is the lowest one.
         if top is not None and (top > best if schema.minimize else top < best):
@@ -705,20 +854,51 @@ class TableOptimizer:
                 stacklevel=4,
             )
 
+    def _warn_extrapolation(self, out: pd.DataFrame, stacklevel: int) -> None:
+        """A warning naming how many predictions the table does not support, and why."""
+        calibration = getattr(self, "calibration_", None)
+        if calibration is None or not len(out) or not out[FLAG_NAME].any():
+            return
+        schema = self.schema_
+        mean = schema.user_scores(out[schema.prediction_name].to_numpy())  # its own inverse
+        beyond, far = calibration.flags(mean, out[schema.distance_name].to_numpy())
+        best = schema.user_scores(np.array([calibration.best]))[0]
+        reasons = []
+        if beyond.any():
+            reasons.append(
+                f"{int(beyond.sum())} predicted beyond the best measured value {best:.4g} by more "
+                f"than the table supports ({calibration.half_width:.3g}, the "
+                f"{calibration.confidence:.0%} interval's half-width at a typical held-out design)"
+            )
+        if far.any():
+            reasons.append(
+                f"{int(far.sum())} farther than {calibration.far:.3g} ({schema.distance_name}) "
+                "from every measured row, where 95% of the measured designs have a neighbour"
+            )
+        warnings.warn(
+            f"{int(out[FLAG_NAME].sum())} of the {len(out)} predictions are extrapolations "
+            f"(column {FLAG_NAME}): {'; '.join(reasons)}. Cross-validation measured the model "
+            "only inside the data: expect these to fall short of their predictions and outside "
+            "their intervals more often",
+            ProposalWarning,
+            stacklevel=stacklevel,
+        )
+
     def _diverse(
         self, designs: np.ndarray, order: np.ndarray, n: int, kept: Sequence[int] = ()
     ) -> np.ndarray:
         """``kept``, then the first of ``order`` that are at least ``diversity`` from each other
         and from ``kept``, up to ``n`` in all."""
         kept = [int(i) for i in kept]
-        if not self.diversity:
+        diversity = self.diversity_
+        if not diversity:
             return np.asarray(kept + [int(i) for i in order[: max(0, n - len(kept))]], np.int64)
         for index in order:
             if len(kept) == n:
                 break
             if not kept or (
                 self.schema_.nearest_distances(designs[index : index + 1], designs[kept])[0]
-                >= self.diversity
+                >= diversity
             ):
                 kept.append(int(index))
         return np.asarray(kept, dtype=np.int64)
@@ -781,9 +961,123 @@ class TableOptimizer:
                 f"row (the farthest is {farthest})"
             )
         why += "repeat measured rows or each other"
-        if self.min_distance or self.diversity:
+        if self.min_distance or self.diversity_:
             why += " or are closer than min_distance / diversity allow"
         return why
+
+    # -- the report --
+
+    def report_context(
+        self, proposals: pd.DataFrame, command: str = "", warnings: Sequence[str] = ()
+    ) -> ReportContext:
+        """What the HTML report of ``proposals`` (from :meth:`propose` or :meth:`rank`)
+        shows: the cross-validation, the proposals against the data, what was chosen and the
+        settings that reproduce them."""
+        self._check_fitted()
+        schema, data = self.schema_, self.data_
+        groups = design_groups(data.x)
+        distinct = data.x[np.unique(groups, return_index=True)[1]]
+        sample = np.arange(len(distinct))
+        if len(sample) > DISTANCE_SAMPLE:
+            rng = np.random.default_rng([self.seed, 11])
+            sample = np.sort(rng.choice(len(sample), DISTANCE_SAMPLE, replace=False))
+        data_distances = (
+            schema.nearest_other_distances(distinct, sample) if len(distinct) > 1 else np.zeros(0)
+        )
+        observed = schema.user_scores(data.y)
+        cross = getattr(self, "cross_validation_", {}) or {}
+        calibration = getattr(self, "calibration_", None)
+        cv = None
+        if calibration is not None and "predicted" in cross:
+            low, high = (schema.user_scores(cross[key]) for key in ("low", "high"))
+            cv = {
+                "observed": observed,
+                "predicted": schema.user_scores(cross["predicted"]),
+                "low": np.minimum(low, high),
+                "high": np.maximum(low, high),
+                "spearman": cross["spearman"],
+                "r2": cross["r2"],
+                "coverage": calibration.coverage,
+                "confidence": calibration.confidence,
+                "n_rows": cross["n_rows"],
+                "n_designs": cross["n_designs"],
+                "splits": cross["splits"],
+            }
+        prediction = schema.prediction_name
+        choice = [
+            f"method {self.method} (preset {self.preset_}, seed {self.seed})",
+            f"rows ranked by {self.ranking_}",
+            f"{prediction} and its interval: {self._ensemble_words()}, calibrated by "
+            f"cross-validation ({cross.get('splits', 'none')})",
+            f"proposals at least {self.diversity_:g} apart and {self.min_distance:g} from every "
+            f"measured row ({schema.distance_name})",
+        ]
+        if getattr(self, "choice_", None):
+            scores = ", ".join(f"{k} {v:.3f}" for k, v in self.choice_["protocol"].items())
+            choice.append(f"per-table choice: {self.choice_['choice']} (scores: {scores})")
+        settings = {
+            "table": self.source_,
+            "target": f"{self.target} ({'minimize' if self.minimize else 'maximize'})",
+            "design": schema.describe(),
+            "method": self.method,
+            "preset": self.preset_,
+            "overrides": ", ".join(f"{k}={v}" for k, v in (self.overrides or {}).items()) or "none",
+            "seed": str(self.seed),
+            "diversity": f"{self.diversity_:g}",
+            "min_distance": f"{self.min_distance:g}",
+            "categories": str(getattr(self, "categories", "keep")),
+            "oversample": str(self.oversample),
+            "matchopt": __version__,
+        }
+        return ReportContext(
+            source=self.source_,
+            target=self.target,
+            minimize=self.minimize,
+            observed=observed,
+            cv=cv,
+            proposals=proposals,
+            prediction=prediction,
+            low=f"{prediction}_low",
+            high=f"{prediction}_high",
+            flag=FLAG_NAME,
+            distance=schema.distance_name,
+            data_distances=data_distances,
+            choice=choice,
+            settings=settings,
+            command=command or self._api_command(),
+            warnings=list(warnings),
+            n_designs=len(distinct),
+        )
+
+    def write_report(
+        self,
+        path: str | Path,
+        proposals: pd.DataFrame,
+        command: str = "",
+        warnings: Sequence[str] = (),
+    ) -> Path:
+        """Write the self-contained HTML report of ``proposals`` (:meth:`report_context`)
+        atomically; returns its path."""
+        path = check_output_path(path, "report", (".html", ".htm"))
+        return write_report(path, self.report_context(proposals, command, warnings))
+
+    def _api_command(self) -> str:
+        """The Python call that reproduces the fit (for reports of API runs)."""
+        options = {
+            "features": self.features, "categorical": list(self.categorical) or None,
+            "sequence": self.sequence, "alphabet": self.alphabet, "minimize": self.minimize,
+            "bounds": self.bounds, "method": self.method, "preset": self.preset,
+            "overrides": self.overrides, "seed": self.seed, "diversity": self.diversity,
+        }  # fmt: skip
+        given = ", ".join(f"{k}={v!r}" for k, v in options.items() if v not in (None, False))
+        return f"TableOptimizer(target={self.target!r}, {given}).fit({self.source_!r})"
+
+    def _ensemble_words(self) -> str:
+        params = self._ensemble_params()
+        return (
+            f"an ensemble of {params.n_models} Gaussian MLPs (hidden {params.hidden}, "
+            f"{params.epochs} epochs)"
+        )
 
     # -- saving --
 
@@ -830,7 +1124,7 @@ class TableOptimizer:
         check_predictions(
             source,
             "its surrogates fail to predict the measured rows",
-            lambda: (optimizer._ensemble_spread(rows), optimizer._predict(rows)),
+            lambda: (*optimizer._ensemble_prediction(rows), optimizer._predict(rows)),
             len(rows),
         )
         return optimizer
@@ -863,7 +1157,7 @@ class TableOptimizer:
         check_bool(self, "progress")
         check_int(self, "threads", 1, none=True)
         check_number(self, "min_distance", 0.0)
-        check_number(self, "diversity", 0.0)
+        check_number(self, "diversity", 0.0, none=True)
         check_str(self, "device", none=True)
         if "categories" in vars(self):  # files of matchopt before --categories keep them as-is
             check_str(self, "categories", choices=CATEGORY_CHOICES)
@@ -876,6 +1170,15 @@ class TableOptimizer:
         ensemble = check_type(self, "ensemble_", GaussianEnsemble)
         ranker = check_type(self, "ranker_", GaussianEnsemble, none=True)
         check_type(self, "fit_quality_", dict, none=True)
+        if "calibration_" in vars(self):  # files of matchopt before intervals have none
+            check_type(self, "calibration_", Calibration, none=True)
+            cross = check_type(self, "cross_validation_", dict)
+            for key in ("predicted", "low", "high", "fold"):
+                value = cross.get(key)
+                if value is not None and (
+                    not isinstance(value, np.ndarray) or value.shape != (len(self.data_),)
+                ):
+                    raise MatchoptError(f"cross_validation_[{key!r}] is not one value per row")
         if "choice_" in vars(self):  # files of matchopt before per-table choices have none
             choice = check_type(self, "choice_", dict, none=True)
             if choice is not None and not _is_choice_report(choice):
@@ -936,9 +1239,5 @@ class _Pool:
         return pd.concat(self.rows, ignore_index=True)
 
     def empty(self) -> pd.DataFrame:
-        out = self.table().iloc[:0].copy()
-        out[self.schema.prediction_name] = np.array([], dtype=np.float64)
-        out[self.schema.spread_name] = np.array([], dtype=np.float64)
-        discrete = self.schema.sequence is not None
-        out[self.schema.distance_name] = np.array([], dtype=np.int64 if discrete else np.float64)
-        return out
+        """No rows, the table's columns."""
+        return self.table().iloc[:0].copy()

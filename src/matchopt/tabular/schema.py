@@ -496,9 +496,40 @@ class TableSchema:
             else:
                 values = category_values(frame[column.name], column.name, where)
                 index = {v: i for i, v in enumerate(column.categories)}
-                codes = np.array([index[v] for v in values])
+                for row, value in enumerate(values):
+                    if value not in index:
+                        known = ", ".join(_short(str(c)) for c in column.categories[:10])
+                        raise MatchoptError(
+                            f"{where(column.name, row)}: category {_short(str(value))!r} was not "
+                            f"in the measured table (it has: {known}"
+                            f"{', ...' if len(column.categories) > 10 else ''})"
+                        )
+                codes = np.array([index[v] for v in values], dtype=np.int64)
                 blocks.append(np.eye(len(column.categories))[codes])
         return np.concatenate(blocks, axis=1)
+
+    def encode_candidates(self, frame: pd.DataFrame, source: str) -> np.ndarray:
+        """Candidate designs given by the user (a table with this schema's feature columns;
+        other columns are ignored) -> designs; a missing column, an unknown category or letter
+        is an error naming the file, column and row."""
+        check_column_names(list(frame.columns), source)
+        columns = [str(c) for c in frame.columns]
+        missing = [name for name in self.feature_names if name not in columns]
+        if missing:
+            raise MatchoptError(
+                f"{source}: no column {_column_list(missing)} (the candidates need the measured "
+                f"table's feature columns: {_column_list(self.feature_names)})"
+            )
+        if not len(frame):
+            raise MatchoptError(f"{source}: no rows")
+        frame = frame.set_axis(columns, axis=1)
+        designs = self.encode(frame, source)
+        if self.sequence is not None and designs.shape[1] != self.sequence.length:
+            raise MatchoptError(
+                f"{source}: column {self.sequence.name!r} holds sequences of "
+                f"{designs.shape[1]} letters; the measured ones have {self.sequence.length}"
+            )
+        return self.space.validate(designs.astype(self.space.dtype), source)
 
     def scores(self, frame: pd.DataFrame, source: str = "data") -> np.ndarray:
         """The target as matchopt maximizes it (negated when minimizing), (n,) float64."""
@@ -609,14 +640,33 @@ class TableSchema:
         Hamming distance (differing positions) for sequences; otherwise Euclidean distance with
         numeric columns in units of their std and 1 per differing categorical column.
         """
-        designs, reference = np.asarray(designs), np.asarray(reference)
+        return self._nearest(np.asarray(designs), np.asarray(reference))
+
+    def nearest_other_distances(self, designs: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Distance of each of ``designs[rows]`` to its nearest *other* row of ``designs``
+        (distinct designs: how far apart the measured designs lie), as
+        :meth:`nearest_distances`."""
+        designs = np.asarray(designs)
+        return self._nearest(designs[rows], designs, skip=np.asarray(rows))
+
+    def _nearest(
+        self, designs: np.ndarray, reference: np.ndarray, skip: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Nearest distances; ``skip[i]`` is a reference row design ``i`` is not compared to."""
         out = np.empty(len(designs))
         # Chunks keep the (chunk x N x d) comparison array near 16M entries.
         chunk = max(1, 16_000_000 // max(1, reference.size))
+
+        def smallest(block: np.ndarray, start: int) -> np.ndarray:
+            if skip is not None:
+                block = block.astype(np.float64)
+                block[np.arange(len(block)), skip[start : start + len(block)]] = np.inf
+            return block.min(-1)
+
         if self.sequence is not None:
             for i in range(0, len(designs), chunk):
                 diff = designs[i : i + chunk, None, :] != reference[None, :, :]
-                out[i : i + chunk] = diff.sum(-1).min(-1)
+                out[i : i + chunk] = smallest(diff.sum(-1), i)
             return out
         w = self.distance_weights()
         a, b = designs.astype(np.float64) * w, reference.astype(np.float64) * w
@@ -628,7 +678,7 @@ class TableSchema:
         for i in range(0, len(a), chunk):
             part = a[i : i + chunk]
             sq = (part * part).sum(1)[:, None] + b_sq[None, :] - 2.0 * part @ b.T
-            out[i : i + chunk] = np.sqrt(np.maximum(sq.min(1), 0.0))
+            out[i : i + chunk] = np.sqrt(np.maximum(smallest(sq, i), 0.0))
         return out
 
 
