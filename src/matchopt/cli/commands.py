@@ -600,9 +600,11 @@ def _check_count(n: int) -> None:
 def choice_line(choice: dict) -> str:
     """What a per-table choice picked and why: each member's protocol score."""
     scores = ", ".join(f"{name} {value:.3f}" for name, value in choice["protocol"].items())
+    held = choice.get("held_out_designs")
+    top = f"the {held} top designs" if held is not None else "the table's top designs"
     why = (
-        f"protocol scores (mean judge score of each member's designs when fitted without the "
-        f"table's best rows): {scores}"
+        f"protocol scores (share of {top}, held out by design, that each member's designs "
+        f"reach when it is fitted without them; 0 to 1): {scores}"
         if scores
         else "too few rows to judge the members on the table: the first member"
     )

@@ -77,13 +77,18 @@ def design_folds(groups: np.ndarray, seed: int) -> tuple[list[tuple[np.ndarray, 
     if n_designs <= MANY_DESIGNS:
         splitter = GroupKFold(n_splits=FOLDS, shuffle=True, random_state=seed)
         folds = list(splitter.split(rows, groups=groups))
-        words = f"{FOLDS} folds by design, {n_designs:,} designs in {n_rows:,} rows ({together})"
+        held = round(n_designs / FOLDS)
+        words = (
+            f"{FOLDS} folds by design: each holds out about {held:,} of the {n_designs:,} "
+            f"designs and fits on the other {n_designs - held:,} ({n_rows:,} rows; {together})"
+        )
         return folds, words
     splitter = GroupShuffleSplit(n_splits=1, test_size=HELD_OUT_DESIGNS, random_state=seed)
     folds = list(splitter.split(rows, groups=groups))
     return folds, (
-        f"one split by design: {HELD_OUT_DESIGNS:,} of {n_designs:,} designs held out "
-        f"({len(folds[0][1]):,} of {n_rows:,} rows; {together})"
+        f"one split by design: {HELD_OUT_DESIGNS:,} of the {n_designs:,} designs held out, "
+        f"fitted on the other {n_designs - HELD_OUT_DESIGNS:,} ({len(folds[0][1]):,} of "
+        f"{n_rows:,} rows held out; {together})"
     )
 
 

@@ -231,12 +231,18 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+#: What a per-table choice's report keeps (files of older versions lack the design counts).
+CHOICE_KEYS = ("choice", "protocol", "left_out", "held_out_designs", "lower_designs")
+
+
 def _is_choice_report(choice: dict) -> bool:
     """Whether ``choice`` is what :class:`~matchopt.methods.auto.AutoChoice` reports."""
     protocol, left_out = choice.get("protocol"), choice.get("left_out")
+    counts = [choice[key] for key in ("held_out_designs", "lower_designs") if key in choice]
     return (
-        set(choice) == {"choice", "protocol", "left_out"}
+        {"choice", "protocol", "left_out"} <= set(choice) <= set(CHOICE_KEYS)
         and isinstance(choice["choice"], str)
+        and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
         and isinstance(protocol, dict)
         and all(isinstance(k, str) and is_number(v) for k, v in protocol.items())
         and isinstance(left_out, dict)
@@ -451,7 +457,7 @@ class TableOptimizer:
         # A method that chooses among others per table (``auto``) reports its pick and why.
         report = method.fit_report() if method.has_surrogate else {}
         self.choice_ = (
-            {key: report[key] for key in ("choice", "protocol", "left_out")}
+            {key: report[key] for key in CHOICE_KEYS if key in report}
             if "choice" in report
             else None
         )

@@ -204,7 +204,7 @@ def _trust_section(context: ReportContext) -> str:
         f"R\u00b2: {_number(cv['r2'], 3)} (1: exact; 0: no better than predicting the mean).",
         f"Coverage: {_percent(cv['coverage'])} of measured rows fall inside their "
         f"{_number(confidence, 3)}% intervals ({_number(confidence, 3)}% expected).",
-        f"{int(cv['n_designs'])} designs in {int(cv['n_rows'])} rows, split as: {cv['splits']}.",
+        f"How the table was split: {cv['splits']}.",
     ]
     items = "".join(f"<li>{_esc(line)}</li>" for line in numbers)
     image = _image(
