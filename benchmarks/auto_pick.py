@@ -2,6 +2,7 @@
 round 5), from the records of a results folder.
 
     python benchmarks/auto_pick.py results/dev
+    python benchmarks/auto_pick.py results/round8 --members results/dev   # round 8
 
 For every `auto` record (task, seed): its pick (the record's fit report), and every pool
 member's own run of the same task and seed (records of the member anywhere under the folder).
@@ -25,9 +26,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--method", default="auto", help="the per-table choice's method name")
+    parser.add_argument(
+        "--members",
+        type=Path,
+        default=None,
+        help="the folder of the pool members' own runs (default: FOLDER itself)",
+    )
     args = parser.parse_args(argv)
     records = load_records(args.folder)
-    runs = {(r.task, r.method, r.seed): r for r in records}
+    members = records if args.members is None else load_records(args.members)
+    runs = {(r.task, r.method, r.seed): r for r in members}
     rows = defaultdict(list)
     for record in records:
         if record.method != args.method:

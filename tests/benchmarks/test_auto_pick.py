@@ -30,3 +30,16 @@ def test_picks_are_matched_against_the_leading_member(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| t | 0 | b (leader) | b |" in out and "| t | 1 | a | b |" in out
     assert "the pick is the leader in 1 of 2 (task, seed) pairs" in out
+
+
+def test_the_members_runs_may_come_from_another_folder(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("auto_pick", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fit = {"choice": "b", "protocol": {"a": 0.2, "b": 1.0}}
+    write_record(tmp_path / "round", record("t", "auto", 0, 0.9, 0.8, fit))
+    write_record(tmp_path / "dev" / "x", record("t", "a", 0, 0.9, 0.5))
+    write_record(tmp_path / "dev" / "y", record("t", "b", 0, 0.8, 0.8))
+    assert module.main([str(tmp_path / "round"), "--members", str(tmp_path / "dev")]) == 0
+    assert "the pick is the leader in 1 of 1" in capsys.readouterr().out
+    assert module.main([str(tmp_path / "round")]) == 1  # no member's run beside it

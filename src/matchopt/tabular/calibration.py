@@ -166,11 +166,16 @@ def far_distance(
     """
     if n_designs < 2:
         return float("inf")
-    sample = np.arange(n_designs)
-    if n_designs > DISTANCE_SAMPLE:
-        rng = np.random.default_rng([seed, 11])
-        sample = np.sort(rng.choice(n_designs, DISTANCE_SAMPLE, replace=False))
-    return float(np.quantile(distances_to_others(sample), FAR_QUANTILE))
+    return float(np.quantile(distances_to_others(design_sample(n_designs, seed)), FAR_QUANTILE))
+
+
+def design_sample(n_designs: int, seed: int) -> np.ndarray:
+    """Indices of the distinct designs whose nearest-other distances are measured: all of them,
+    or a seeded sample of :data:`DISTANCE_SAMPLE` in larger tables."""
+    if n_designs <= DISTANCE_SAMPLE:
+        return np.arange(n_designs)
+    rng = np.random.default_rng([seed, 11])
+    return np.sort(rng.choice(n_designs, DISTANCE_SAMPLE, replace=False))
 
 
 @dataclass(frozen=True)

@@ -89,10 +89,10 @@ from matchopt.state_checks import (
     is_number,
 )
 from matchopt.tabular.calibration import (
-    DISTANCE_SAMPLE,
     Calibration,
     cross_validate,
     design_folds,
+    design_sample,
     far_distance,
 )
 from matchopt.tabular.report_page import ReportContext, write_report
@@ -248,6 +248,18 @@ def _is_choice_report(choice: dict) -> bool:
         and isinstance(left_out, dict)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in left_out.items())
     )
+
+
+def read_frame(
+    data: pd.DataFrame | str | os.PathLike, source: str | None, name: str
+) -> tuple[pd.DataFrame, str]:
+    """A DataFrame, or the table of a CSV or Parquet file, and its name in messages (``source``,
+    else the file's path, else ``name``)."""
+    if isinstance(data, (str, os.PathLike)):
+        return read_table(data), source or str(data)
+    if isinstance(data, pd.DataFrame):
+        return data, source or name
+    raise MatchoptError(f"expected a DataFrame or a file path, got {type(data).__name__}")
 
 
 def table_bytes(frame: pd.DataFrame, path: Path) -> bytes:
@@ -407,14 +419,7 @@ class TableOptimizer:
     def _fit(
         self, data: pd.DataFrame | str | os.PathLike, source: str | None = None
     ) -> TableOptimizer:
-        if isinstance(data, (str, os.PathLike)):
-            source = source or str(data)
-            frame = read_table(data)
-        elif isinstance(data, pd.DataFrame):
-            source = source or "data"
-            frame = data
-        else:
-            raise MatchoptError(f"expected a DataFrame or a file path, got {type(data).__name__}")
+        frame, source = read_frame(data, source, "data")
         check_column_names(list(frame.columns), source)
         # Columns are addressed by their text name everywhere (CLI options, output files).
         attrs = dict(frame.attrs)
@@ -674,14 +679,7 @@ class TableOptimizer:
         self, data: pd.DataFrame | str | os.PathLike, source: str | None
     ) -> tuple[pd.DataFrame, np.ndarray]:
         """The candidates' feature columns as given, and their designs."""
-        if isinstance(data, (str, os.PathLike)):
-            source = source or str(data)
-            frame = read_table(data)
-        elif isinstance(data, pd.DataFrame):
-            source = source or "candidates"
-            frame = data
-        else:
-            raise MatchoptError(f"expected a DataFrame or a file path, got {type(data).__name__}")
+        frame, source = read_frame(data, source, "candidates")
         designs = self.schema_.encode_candidates(frame, source)
         frame = frame.set_axis([str(c) for c in frame.columns], axis=1)
         return frame[self.schema_.feature_names].reset_index(drop=True), designs
@@ -983,12 +981,10 @@ class TableOptimizer:
         schema, data = self.schema_, self.data_
         groups = design_groups(data.x)
         distinct = data.x[np.unique(groups, return_index=True)[1]]
-        sample = np.arange(len(distinct))
-        if len(sample) > DISTANCE_SAMPLE:
-            rng = np.random.default_rng([self.seed, 11])
-            sample = np.sort(rng.choice(len(sample), DISTANCE_SAMPLE, replace=False))
         data_distances = (
-            schema.nearest_other_distances(distinct, sample) if len(distinct) > 1 else np.zeros(0)
+            schema.nearest_other_distances(distinct, design_sample(len(distinct), self.seed))
+            if len(distinct) > 1
+            else np.zeros(0)
         )
         observed = schema.user_scores(data.y)
         cross = getattr(self, "cross_validation_", {}) or {}

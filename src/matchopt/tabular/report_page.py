@@ -224,7 +224,7 @@ def _proposals_section(context: ReportContext) -> str:
     flags = _flags(proposals, context.flag)
     shown = min(count, MAX_PLOTTED)
     lines = [
-        f"{count} proposals, best first by {context.prediction}"
+        f"{count} proposals in the file's order (best ranked first)"
         + (f" (the first {shown} drawn)." if shown < count else "."),
         f"{int(flags.sum())} of {count} are extrapolated (column {context.flag} true, drawn "
         "as red crosses): trust their predictions less.",
@@ -428,7 +428,7 @@ def _proposals_figure(context: ReportContext):
             color=_DATA_COLOUR,
         )
     target = _mpl(context.target)
-    ax.set_xlabel("proposal rank (1 = best predicted)")
+    ax.set_xlabel("proposal rank (1 = first in the file)")
     ax.set_ylabel(target)
     ax.set_xlim(0, len(proposals) + 1)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
