@@ -104,7 +104,10 @@ def test_optimize_never_overwrites_a_default_output_it_was_not_told_to(
     assert cli.main(args) == 2
     assert "proposals.csv exists" in capsys.readouterr().err
     assert (tmp_path / "proposals.csv").read_text() == "mine\n"
-    assert cli.main([*args, "--out", "proposals.csv"]) == 0  # named: replaced
+    assert cli.main([*args, "--out", "proposals.csv"]) == 2  # named, but not --force
+    assert "proposals.csv exists; add --force" in capsys.readouterr().err
+    assert (tmp_path / "proposals.csv").read_text() == "mine\n"
+    assert cli.main([*args, "--out", "proposals.csv", "--force"]) == 0  # replaced
     assert (tmp_path / "proposals.csv").read_text() != "mine\n"
 
 

@@ -334,6 +334,10 @@ def test_real_tfbind8_files_match_the_table(data_dir):
             assert sha256_of(data_dir / name) == SHA256[name]
 
 
+#: The folders of the reference list whose digests are built in.
+COVERED = ("tf_bind_8-SIX6_REF_R1", "tf_bind_10-pho4", "utr")
+
+
 def test_reference_list_matches_the_table():
     reference = Path(__file__).resolve().parents[3] / "shared/data/design_bench/CHECKSUMS.sha256"
     if not reference.is_file():
@@ -343,7 +347,11 @@ def test_reference_list_matches_the_table():
         if line.strip():
             digest, name = line.split()
             table[name] = digest
-    assert table == SHA256
+    # The list also describes Superconductor's shards as built in that folder from the UCI
+    # table; whether the mirror's files are the same bytes is not known, so they have no
+    # built-in digest (checked for presence, and against the digest recorded at download).
+    covered = {name: digest for name, digest in table.items() if name.split("/")[0] in COVERED}
+    assert covered == SHA256
 
 
 def test_module_import_does_not_import_the_hub():
