@@ -572,6 +572,7 @@ class MatchOpt(Method):
         stage: str = "main",
         seed: int | None = None,
         rank_weight: float = 0.0,
+        bar: tqdm | None = None,
     ) -> MLP:
         """Algorithm 1 on the offline ``rows`` for ``epochs`` epochs; returns the surrogate.
 
@@ -580,7 +581,9 @@ class MatchOpt(Method):
         context, the loop saves its state at the end of an epoch when one is due and starts from
         a saved state of this run (``stage`` tells the main training from the refit, or ensemble
         members apart). ``seed`` (default: the method's) seeds the initialization and the
-        trajectories; ``rank_weight`` adds :func:`listnet_loss` (0 in the paper).
+        trajectories; ``rank_weight`` adds :func:`listnet_loss` (0 in the paper). ``bar``: a
+        progress bar that counts this loop's epochs among others' (an ensemble's one bar); by
+        default the loop has its own.
         """
         config = self.config_
         seed = self.seed if seed is None else seed
@@ -609,22 +612,26 @@ class MatchOpt(Method):
             self.validation_seconds_ = float(saved["validation_seconds"])
         if saved and selector is not None:
             selector.load_state(saved["selector"])
-        bar = tqdm(
-            range(start, epochs),
-            initial=start,
-            total=epochs,
-            desc="MATCH-OPT training",
-            unit="epoch",
-            disable=not self.progress,
-            leave=False,
-        )
-        for epoch in bar:
+        own_bar = bar is None
+        if own_bar:
+            bar = tqdm(
+                initial=start,
+                total=epochs,
+                desc="MATCH-OPT training",
+                unit="epoch",
+                disable=not self.progress,
+                leave=False,
+            )
+        else:
+            bar.update(start)  # epochs a killed run had done
+        for epoch in range(start, epochs):
             trajectories = torch.from_numpy(sample_trajectories(buckets, rng)).to(features.device)
             step = functools.partial(
                 _training_step, model, optimizer, rule, config.alpha, rank_weight, fused
             )
             self.losses_.append(_epoch_loss(step, features, scores, trajectories))
             bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
+            bar.update(1)
             done = epoch + 1
             if validator is not None and (done % config.validation_every == 0 or done == epochs):
                 started = time.perf_counter()
@@ -638,7 +645,8 @@ class MatchOpt(Method):
                 validation_seconds=self.validation_seconds_,
                 selector=selector.state() if selector is not None else {},
             )
-        bar.close()
+        if own_bar:
+            bar.close()
         return model
 
     def _validator(

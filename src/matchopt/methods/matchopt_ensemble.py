@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from matchopt.config_fields import count, step_length
 from matchopt.config_fields import pessimism as pessimism_field
@@ -152,7 +153,16 @@ class MatchOptEnsemble(MatchOpt):
         epochs = self.member_epochs(config, len(data))
         self.validation_seconds_ = 0.0
         models, self.member_losses_ = [], []
+        # One bar for the whole fit: every member's epochs, with the time left for all of them.
+        bar = tqdm(
+            total=config.n_models * epochs,
+            desc="MATCH-OPT ensemble",
+            unit="epoch",
+            disable=not self.progress,
+            leave=False,
+        )
         for member in range(config.n_models):
+            bar.set_description(f"MATCH-OPT ensemble, member {member + 1} of {config.n_models}")
             model = self._train(
                 features,
                 scores,
@@ -162,10 +172,12 @@ class MatchOptEnsemble(MatchOpt):
                 stage=f"member{member}",
                 seed=self.member_seed(member),
                 rank_weight=config.rank_weight,
+                bar=bar,
             )
             model.eval()
             models.append(model)
             self.member_losses_.append(list(self.losses_))
+        bar.close()
         self.models_ = torch.nn.ModuleList(models)
         self.member_epochs_ = epochs
         self.data_ = data
