@@ -262,3 +262,42 @@ def test_page_renders_in_chromium_without_errors(tmp_path):
     assert visible == dict.fromkeys(HEADINGS, True)
     assert hostile_shown  # the hostile column name is text on the page, not markup
     assert (tmp_path / "report.png").read_bytes().startswith(PNG_SIGNATURE)
+
+
+def test_the_report_of_a_real_optimize_run_renders_in_chromium(tmp_path):
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    script = load_screenshot_script()
+    if script.find_chromium() is None:
+        pytest.skip("no Chromium at /usr/bin/chromium or on the PATH (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    from matchopt.cli import main
+    from matchopt.tabular.known_tables import mixed_table
+
+    frame, _ = mixed_table(rows=80)
+    frame.to_csv(tmp_path / "screen.csv", index=False)
+    code = main([
+        "optimize", str(tmp_path / "screen.csv"), "--target", "score", "--categorical",
+        "catalyst,solvent,ligand", "--method", "random", "--preset", "quick", "--n", "12",
+        "--out", str(tmp_path / "p.csv"),
+    ])  # fmt: skip
+    assert code == 0
+    page_path = tmp_path / "p.report.html"
+    errors: list[str] = []
+    with sync_playwright() as playwright:
+        browser = script.launch(playwright)
+        try:
+            page = browser.new_page(viewport=script.VIEWPORT)
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(page_path.as_uri(), wait_until="load")
+            loaded = page.evaluate("Array.from(document.images, i => [i.complete, i.naturalWidth])")
+            visible = [
+                page.get_by_role("heading", name=heading, exact=True).is_visible()
+                for heading in HEADINGS
+            ]
+        finally:
+            browser.close()
+    assert errors == []
+    assert len(loaded) == 3 and all(complete and width > 0 for complete, width in loaded)
+    assert all(visible)
