@@ -32,7 +32,7 @@ held-out designs' (docs/own-data.md measures both on the suite's tasks).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,7 +93,7 @@ def design_folds(groups: np.ndarray, seed: int) -> tuple[list[tuple[np.ndarray, 
 
 
 def cross_validate(
-    folds: list[tuple[np.ndarray, np.ndarray]],
+    folds: Iterable[tuple[np.ndarray, np.ndarray]],
     n_rows: int,
     fit_predict: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

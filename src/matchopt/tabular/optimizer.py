@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from tqdm.auto import tqdm
 
 from matchopt._version import __version__
 from matchopt.data import OfflineData, design_groups, top_rows
@@ -559,7 +560,11 @@ class TableOptimizer:
             encoder, ensemble = self._fit_ensemble(part, progress=False)
             return self._ensemble_prediction(data.x[test], encoder, ensemble)
 
-        mean, spread, fold_of = cross_validate(folds, len(data), fit_predict)
+        folds_bar = tqdm(
+            folds, desc="cross-validation by design", unit="fold", disable=not self.progress,
+            leave=False,
+        )  # fmt: skip
+        mean, spread, fold_of = cross_validate(folds_bar, len(data), fit_predict)
         distinct = data.x[np.unique(groups, return_index=True)[1]]
         far = far_distance(
             lambda rows: self.schema_.nearest_other_distances(distinct, rows),
