@@ -263,3 +263,19 @@ def test_outputs_that_exist_are_refused_unless_forced(capsys, tmp_path):
     code, _, err = run_cli(capsys, *common, "--out", tmp_path / "q.csv")
     assert code == 2 and "the default of --report" in err
     assert not (tmp_path / "q.csv").exists()
+
+
+def test_one_split_coverage_keeps_each_design_in_one_half():
+    from matchopt.tabular.calibration import coverage_folds
+
+    rng = np.random.default_rng(2)
+    groups = rng.permutation(np.repeat(np.arange(200), 3))  # replicates not adjacent
+    fold_of = np.where(groups < 100, 0, -1)  # one split: designs 0-99 held out
+    halves = coverage_folds(fold_of, groups)
+    held = fold_of >= 0
+    assert set(halves[held]) == {0, 1} and (halves[~held] == -1).all()
+    for design in range(100):
+        assert len(set(halves[groups == design])) == 1
+    assert abs((halves[held] == 0).sum() - 150) <= 3  # about half the rows each
+    five = np.where(held, groups % 5, -1)  # several folds: unchanged
+    assert np.array_equal(coverage_folds(five, groups), five)

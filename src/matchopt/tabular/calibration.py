@@ -132,24 +132,35 @@ def held_out_coverage(
     mean: np.ndarray,
     widths: np.ndarray,
     fold_of: np.ndarray,
+    groups: np.ndarray,
     confidence: float = CONFIDENCE,
 ) -> float:
     """Share of held-out rows inside their interval when each fold's quantile is calibrated on
-    the other folds alone (with one fold: its first half against its second and back)."""
+    the other folds alone (with one fold: half its designs against the other half and back; a
+    design's rows stay in one half)."""
     held = fold_of >= 0
+    fold_of = coverage_folds(fold_of, groups)
     folds = np.unique(fold_of[held])
-    if len(folds) == 1:
-        # One split: calibrate on alternate rows (ordered by position), check on the others.
-        rows = np.flatnonzero(held)
-        fold_of = fold_of.copy()
-        fold_of[rows[1::2]] = folds[0] + 1
-        folds = np.unique(fold_of[held])
     inside = np.zeros(len(y), dtype=bool)
     for fold in folds:
         test, calibrate = fold_of == fold, held & (fold_of != fold)
         q = conformal_quantile(y[calibrate] - mean[calibrate], widths[calibrate], confidence)
         inside[test] = np.abs(y[test] - mean[test]) <= q * widths[test]
     return float(inside[held].mean())
+
+
+def coverage_folds(fold_of: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The folds :func:`held_out_coverage` checks: the cross-validation's, or with one split,
+    its designs in two halves (alternate designs by first row; a design's rows in one half)."""
+    held = fold_of >= 0
+    folds = np.unique(fold_of[held])
+    if len(folds) != 1:
+        return fold_of
+    designs, first = np.unique(groups[held], return_index=True)
+    second = designs[np.argsort(first, kind="stable")][1::2]
+    halves = fold_of.copy()
+    halves[held & np.isin(groups, second)] = folds[0] + 1
+    return halves
 
 
 def far_distance(
@@ -221,10 +232,12 @@ class Calibration:
         mean: np.ndarray,
         spread: np.ndarray,
         fold_of: np.ndarray,
+        groups: np.ndarray,
         far: float,
         confidence: float = CONFIDENCE,
     ) -> Calibration:
-        """Fit the intervals on the out-of-fold predictions (:func:`cross_validate`)."""
+        """Fit the intervals on the out-of-fold predictions (:func:`cross_validate`; ``groups``:
+        the design of each row)."""
         held = fold_of >= 0
         typical = float(np.median(spread[held]))
         # A floor keeps every width positive where the members agree exactly.
@@ -238,7 +251,7 @@ class Calibration:
             best=float(np.max(y)),
             half_width=q * (typical + beta),
             far=float(far),
-            coverage=held_out_coverage(y, mean, widths, fold_of, confidence),
+            coverage=held_out_coverage(y, mean, widths, fold_of, groups, confidence),
         )
 
     def interval(self, mean: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -572,7 +572,7 @@ class TableOptimizer:
             self.seed,
         )
         y = np.asarray(data.y, dtype=np.float64)
-        calibration = Calibration.from_cross_validation(y, mean, spread, fold_of, far)
+        calibration = Calibration.from_cross_validation(y, mean, spread, fold_of, groups, far)
         held = fold_of >= 0
         low, high = calibration.interval(mean, spread)
         # Spearman and R^2 of scaled values: the same numbers, and huge targets cannot overflow.
