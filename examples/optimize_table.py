@@ -98,6 +98,7 @@ def main() -> int:
     command = [
         "optimize", str(data), "--target", "yield", "--categorical", "solvent",
         "--categories", args.categories, "--seed", str(args.seed), "--out", str(proposals_path),
+        "--force",  # the example's own folder: a rerun replaces its files
     ]  # fmt: skip
     if args.method is not None:
         command += ["--method", args.method]
