@@ -613,16 +613,8 @@ class MatchOpt(Method):
         if saved and selector is not None:
             selector.load_state(saved["selector"])
         own_bar = bar is None
-        if own_bar:
-            bar = tqdm(
-                initial=start,
-                total=epochs,
-                desc="MATCH-OPT training",
-                unit="epoch",
-                disable=not self.progress,
-                leave=False,
-            )
-        else:
+        bar = self._epoch_bar(start, epochs) if own_bar else bar
+        if not own_bar:
             bar.update(start)  # epochs a killed run had done
         for epoch in range(start, epochs):
             trajectories = torch.from_numpy(sample_trajectories(buckets, rng)).to(features.device)
@@ -648,6 +640,17 @@ class MatchOpt(Method):
         if own_bar:
             bar.close()
         return model
+
+    def _epoch_bar(self, start: int, epochs: int) -> tqdm:
+        """The progress bar of one training loop (from ``start``, a resumed run's epoch)."""
+        return tqdm(
+            initial=start,
+            total=epochs,
+            desc="MATCH-OPT training",
+            unit="epoch",
+            disable=not self.progress,
+            leave=False,
+        )
 
     def _validator(
         self,
