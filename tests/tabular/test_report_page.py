@@ -7,6 +7,7 @@ Playwright, as benchmarks/report_screenshot.py does) and is skipped where either
 from __future__ import annotations
 
 import base64
+import contextlib
 import html
 import importlib.util
 import re
@@ -224,14 +225,16 @@ def load_screenshot_script():
     return module
 
 
-def test_page_renders_in_chromium_without_errors(tmp_path):
+@contextlib.contextmanager
+def opened_in_chromium(page_path: Path):
+    """``(page, errors, requests)`` of ``page_path`` loaded in Chromium; skips the test where
+    playwright or Chromium is missing."""
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     script = load_screenshot_script()
     if script.find_chromium() is None:
         pytest.skip("no Chromium at /usr/bin/chromium or on the PATH (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    page_path = write_report(tmp_path / "report.html", make_context())
     errors: list[str] = []
     requests: list[str] = []
     with sync_playwright() as playwright:
@@ -242,18 +245,24 @@ def test_page_renders_in_chromium_without_errors(tmp_path):
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.on("request", lambda request: requests.append(request.url))
             page.goto(page_path.as_uri(), wait_until="load")
-            loaded = page.evaluate(
-                "Array.from(document.images, i => [i.complete, i.naturalWidth, i.alt])"
-            )
-            scripts = page.evaluate("document.scripts.length")
-            visible = {
-                heading: page.get_by_role("heading", name=heading, exact=True).is_visible()
-                for heading in HEADINGS
-            }
-            hostile_shown = page.get_by_text(HOSTILE).first.is_visible()
-            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+            yield page, errors, requests
         finally:
             browser.close()
+
+
+def test_page_renders_in_chromium_without_errors(tmp_path):
+    page_path = write_report(tmp_path / "report.html", make_context())
+    with opened_in_chromium(page_path) as (page, errors, requests):
+        loaded = page.evaluate(
+            "Array.from(document.images, i => [i.complete, i.naturalWidth, i.alt])"
+        )
+        scripts = page.evaluate("document.scripts.length")
+        visible = {
+            heading: page.get_by_role("heading", name=heading, exact=True).is_visible()
+            for heading in HEADINGS
+        }
+        hostile_shown = page.get_by_text(HOSTILE).first.is_visible()
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
     assert errors == []
     assert [url for url in requests if not url.startswith(("file:", "data:"))] == []
     assert len(loaded) == 3
@@ -265,12 +274,6 @@ def test_page_renders_in_chromium_without_errors(tmp_path):
 
 
 def test_the_report_of_a_real_optimize_run_renders_in_chromium(tmp_path):
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    script = load_screenshot_script()
-    if script.find_chromium() is None:
-        pytest.skip("no Chromium at /usr/bin/chromium or on the PATH (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
     from matchopt.cli import main
     from matchopt.tabular.known_tables import mixed_table
 
@@ -282,22 +285,12 @@ def test_the_report_of_a_real_optimize_run_renders_in_chromium(tmp_path):
         "--out", str(tmp_path / "p.csv"),
     ])  # fmt: skip
     assert code == 0
-    page_path = tmp_path / "p.report.html"
-    errors: list[str] = []
-    with sync_playwright() as playwright:
-        browser = script.launch(playwright)
-        try:
-            page = browser.new_page(viewport=script.VIEWPORT)
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.goto(page_path.as_uri(), wait_until="load")
-            loaded = page.evaluate("Array.from(document.images, i => [i.complete, i.naturalWidth])")
-            visible = [
-                page.get_by_role("heading", name=heading, exact=True).is_visible()
-                for heading in HEADINGS
-            ]
-        finally:
-            browser.close()
+    with opened_in_chromium(tmp_path / "p.report.html") as (page, errors, _):
+        loaded = page.evaluate("Array.from(document.images, i => [i.complete, i.naturalWidth])")
+        visible = [
+            page.get_by_role("heading", name=heading, exact=True).is_visible()
+            for heading in HEADINGS
+        ]
     assert errors == []
     assert len(loaded) == 3 and all(complete and width > 0 for complete, width in loaded)
     assert all(visible)
