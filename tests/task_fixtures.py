@@ -45,6 +45,27 @@ def write_sequences(root: Path, task_cls, n_rows: int, seed: int = 0) -> None:
     write_shards(root, task_cls.folder, task_cls.prefix, decode_codes(codes, length), y, sizes)
 
 
+def write_landscape(root: Path, task_cls, n_rows: int, seed: int = 0) -> tuple[list[str], list]:
+    """A GraphFLA-style CSV (``sequences,pos1..posK,fitness``) of ``n_rows`` distinct random
+    variants in ``<root>/landscapes``; returns (sequences, fitness). A tenth of the rows are 0,
+    as in PhoQ's dead variants."""
+    from matchopt.tasks.landscapes import AMINO_ACIDS, LANDSCAPES_FOLDER
+
+    rng = np.random.default_rng(seed)
+    sites = task_cls.space.shape[0]
+    codes = rng.choice(20**sites, size=n_rows, replace=False)
+    tokens = (codes[:, None] // 20 ** np.arange(sites - 1, -1, -1)) % 20
+    sequences = ["".join(AMINO_ACIDS[t] for t in row) for row in tokens]
+    fitness = np.round(rng.gamma(2.0, 1.0, size=n_rows), 6)
+    fitness[rng.random(n_rows) < 0.1] = 0.0
+    folder = Path(root) / LANDSCAPES_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    header = ",".join(["sequences", *(f"pos{i + 1}" for i in range(sites)), "fitness"])
+    lines = [header] + [",".join([seq, *seq, repr(float(f))]) for seq, f in zip(sequences, fitness)]
+    (folder / task_cls.file_name).write_text("\n".join(lines) + "\n")
+    return sequences, list(fitness)
+
+
 def write_utr(root: Path, n_rows: int = 280, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Random 50-nt UTRs with random loads in 0..12 over the task's 14 shards; returns (x, y)."""
     from matchopt.tasks.design_bench import UTR
@@ -129,6 +150,11 @@ def make_task(name: str, root: Path) -> Task:
         return load_task(name, root)
     if name == "tfbind8-replicates":
         write_sequences(root, TASKS["tfbind8"], n_rows=400)
+        return load_task(name, root)
+    if getattr(TASKS[name], "file_name", "").endswith(".csv"):  # protein landscapes
+        write_landscape(
+            root, TASKS[name], n_rows=2_400 if TASKS[name].space.shape[0] == 4 else 1_200
+        )
         return load_task(name, root)
     if name == "utr":
         write_utr(root)

@@ -36,6 +36,12 @@ SUITES: dict[str, tuple[str, ...]] = {
         "utr",
         "tfbind8-replicates",
         "potts-replicates",
+        "phoq",
+        "phoq-screen",
+        "tev",
+        "tev-screen",
+        "pard3",
+        "pard3-screen",
     ),
 }
 

@@ -185,9 +185,35 @@ def _record_problem(record: RunRecord) -> str | None:
     for name in ("environment", "fit"):
         if name in record.extra and not isinstance(record.extra[name], dict):
             return f"extra.{name} {_shown(record.extra[name])} is not an object"
+    lab = record.extra.get("lab")
+    if lab is not None:
+        problem = _lab_problem(lab, n_designs)
+        if problem:
+            return f"extra.lab: {problem}"
     shared = record.extra.get("fit", {}).get("shared_ensemble")
     if shared is not None and not isinstance(shared, dict):
         return f"extra.fit.shared_ensemble {_shown(shared)} is not an object or null"
+    return None
+
+
+#: Counts of the lab view (:func:`matchopt.evaluation.lab_view`).
+LAB_COUNTS = ("distinct", "offline_repeats", "unmeasured", "new")
+
+
+def _lab_problem(lab: object, n_designs: int) -> str | None:
+    """What is wrong with a record's lab view (read by the report), or None."""
+    if not isinstance(lab, dict):
+        return f"{_shown(lab)} is not an object"
+    for name in LAB_COUNTS:
+        value = lab.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= n_designs:
+            return f"{name} {_shown(value)} is not a count in [0, {n_designs}]"
+    for name in ("p100", "p50"):
+        value = lab.get(name)
+        if value is None and lab["new"] == 0:
+            continue
+        if not is_finite_number(value) or abs(value) > SCORE_LIMIT:
+            return f"{name} {_shown(value)} is not a finite score"
     return None
 
 

@@ -108,6 +108,32 @@ def records_frame(
     return frame.astype({"seed": "int64", "q": "float64", "score": "float64"})
 
 
+#: Percentiles of the lab view (each record keeps these two; :func:`matchopt.evaluation.lab_view`).
+LAB_PERCENTILES = (100.0, 50.0)
+_LAB_COUNTS = ("distinct", "offline_repeats", "unmeasured", "new")
+
+
+def lab_frame(records: Sequence[RunRecord]) -> pd.DataFrame:
+    """Long-form table of the records' lab views (records without one are left out).
+
+    Returns:
+        Columns task, method, seed, q, score and the counts distinct, offline_repeats,
+        unmeasured, new; ``score`` is the q-th percentile over the distinct new designs, -inf
+        for a run that returned none (ranked last: a lab has nothing new to test).
+    """
+    rows = []
+    for r in sorted(records, key=lambda r: (r.task, r.method, r.seed)):
+        lab = r.extra.get("lab")
+        if lab is None:
+            continue
+        for q in LAB_PERCENTILES:
+            value = lab[f"p{q:g}"]
+            score = -math.inf if value is None else float(value)
+            rows.append([r.task, r.method, r.seed, q, score, *(lab[c] for c in _LAB_COUNTS)])
+    columns = ["task", "method", "seed", "q", "score", *_LAB_COUNTS]
+    return pd.DataFrame(rows, columns=columns).astype({"q": "float64", "score": "float64"})
+
+
 def summarize(frame: pd.DataFrame, value: str = "score") -> pd.DataFrame:
     """Mean, population std (ddof=0) and count over seeds of one column of a records frame.
 
@@ -397,12 +423,33 @@ def _score_table(
 REFERENCE_METHOD = "matchopt"
 
 
+def _lab_mnrs(lab: pd.DataFrame) -> dict[float, pd.Series]:
+    """Lab-view MNR per percentile (empty without lab views)."""
+    if lab.empty:
+        return {}
+    return {q: mean_normalized_rank(mean_matrix(summarize(lab), q)) for q in LAB_PERCENTILES}
+
+
+def _lab_cells(style: _Style, method: str, mnrs: dict[float, pd.Series], new: pd.Series) -> list:
+    """A summary row's lab-view cells: MNR at each lab percentile, mean distinct new designs."""
+    cells = [_SCORE.format(m[method]) if method in m else style.missing for m in mnrs.values()]
+    return cells + [f"{new[method]:.1f}" if method in new else style.missing]
+
+
 def _summary_table(
-    style: _Style, summary: pd.DataFrame, qs: tuple[float, ...], offline: dict[str, float]
+    style: _Style,
+    summary: pd.DataFrame,
+    qs: tuple[float, ...],
+    offline: dict[str, float],
+    lab: pd.DataFrame | None = None,
 ) -> str:
     """One row per method: its MNR at each percentile and their mean (rows sorted by it), and
     on how many of its tasks its median design (q = 50) beats the offline best and
-    MATCH-OPT's median, compared at the tables' three decimals."""
+    MATCH-OPT's median, compared at the tables' three decimals; with lab views, the MNR on
+    them and the mean number of distinct new designs per run."""
+    lab = lab if lab is not None else lab_frame([])
+    lab_mnrs = _lab_mnrs(lab)
+    new_designs = lab[lab["q"] == LAB_PERCENTILES[0]].groupby("method")["new"].mean()
     mnrs = {q: mean_normalized_rank(mean_matrix(summary, q)) for q in qs}
     overall = pd.concat(mnrs.values(), axis=1).mean(axis=1).sort_values(kind="stable")
     medians = mean_matrix(summary, 50.0) if 50.0 in qs else None
@@ -424,18 +471,49 @@ def _summary_table(
                 row.append(beats(medians[method], medians[REFERENCE_METHOD]))
             elif REFERENCE_METHOD in medians:
                 row.append(style.missing)
+        if lab_mnrs:
+            row += _lab_cells(style, method, lab_mnrs, new_designs)
         rows.append(row)
     header = ["Method"] + [f"MNR p{q:g}" for q in qs] + ["mean MNR", "tasks"]
     if medians is not None:
         header.append("p50 above offline best")
         if REFERENCE_METHOD in medians:
             header.append(f"p50 above {REFERENCE_METHOD} p50")
+    if lab_mnrs:
+        header += [f"lab MNR p{q:g}" for q in LAB_PERCENTILES] + ["new designs"]
     notes = (
         "MNR: mean over tasks of rank / number of methods ranked on the task (lower is better), "
         "as in the score tables; rows sorted by the mean of the MNRs. p50 above ...: tasks on "
         "which the method's mean median design scores higher, compared at three decimals."
     )
+    if lab_mnrs:
+        notes += (
+            " lab MNR: the same ranks of the percentiles over each run's distinct designs not "
+            "in the offline table (a run with none ranks last), over the records that keep "
+            "this view; new designs: their mean number per run (of 128)."
+        )
     return style.table("Summary over the tasks", header, rows, notes)
+
+
+def _lab_table(style: _Style, lab: pd.DataFrame) -> str:
+    """Per method: the lab view's counts (mean per run over its records) and lab MNRs."""
+    mnrs = _lab_mnrs(lab)
+    counts = lab[lab["q"] == LAB_PERCENTILES[0]].groupby("method")[list(_LAB_COUNTS)].mean()
+    rows = [
+        [style.name(method)]
+        + [f"{counts.loc[method, c]:.1f}" for c in _LAB_COUNTS]
+        + [_SCORE.format(mnrs[q][method]) for q in LAB_PERCENTILES]
+        for method in counts.index
+    ]
+    header = ["Method", "distinct", "offline repeats", "unmeasured", "new"]
+    header += [f"lab MNR p{q:g}" for q in LAB_PERCENTILES]
+    notes = (
+        "What a lab would test of each run's designs, mean per run: distinct designs, designs "
+        "equal to an offline row (copies counted), designs the task's table never measured "
+        "(scored as its minimum), and distinct designs not in the offline table (new); lab "
+        "MNR ranks the percentiles over those new designs (a run with none ranks last)."
+    )
+    return style.table("Lab view", header, rows, notes)
 
 
 def _ablation_table(style: _Style, summary: pd.DataFrame, qs: tuple[float, ...]) -> str:
@@ -758,10 +836,13 @@ def write_report(
     )
     parts = ["# matchopt report\n\n" + intro if fmt == "md" else style.note(intro)]
     best = offline_best(records)
+    lab = lab_frame(records)
     if summary_only:
-        return "\n\n".join([*parts, _summary_table(style, summary, qs, best)]) + "\n"
+        return "\n\n".join([*parts, _summary_table(style, summary, qs, best, lab)]) + "\n"
     parts += [_score_table(style, summary, q, best) for q in qs]
-    parts.append(_summary_table(style, summary, qs, best))
+    parts.append(_summary_table(style, summary, qs, best, lab))
+    if not lab.empty:
+        parts.append(_lab_table(style, lab))
     parts.append(_ablation_table(style, summary, qs))
     if runtime:
         cells = (shared_ensemble_cells(records), seed_batch_cells(records))

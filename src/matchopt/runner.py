@@ -13,7 +13,7 @@ import numpy as np
 
 from matchopt._version import __version__, source_commit
 from matchopt.errors import MatchoptError
-from matchopt.evaluation import percentile
+from matchopt.evaluation import lab_view, percentile
 from matchopt.methods import Method, RunContext, make_method
 from matchopt.records import RunRecord
 from matchopt.runtime import limit_threads, resolve_device
@@ -160,6 +160,7 @@ def _propose_and_score(
             "no record written"
         )
     extra = {"environment": environment(solver.device_), **_fit_report(solver)}
+    extra["lab"] = lab_view(designs, scores, task_obj.offline.x, task_obj.measured(designs))
     return RunRecord(
         task=task_obj.name,
         method=method,

@@ -442,6 +442,15 @@ def _edit_record(path, **changes):
         ({"search_seconds": None}, "search_seconds None is not a number"),
         ({"n_designs": "128"}, "n_designs '128' is not a count"),
         ({"scores": [0.5] * 64}, "64 scores for n_designs 128"),  # a cut file
+        ({"extra": {"lab": []}}, r"extra.lab: \[\] is not an object"),
+        (
+            {"extra": {"lab": {"distinct": 200, "offline_repeats": 0, "unmeasured": 0, "new": 0}}},
+            r"extra.lab: distinct 200 is not a count in \[0, 128\]",
+        ),
+        (
+            {"extra": {"lab": dict(distinct=1, offline_repeats=0, unmeasured=0, new=1, p100=None)}},
+            "extra.lab: p100 None is not a finite score",
+        ),
     ],
 )
 def test_a_record_with_a_malformed_field_is_refused_naming_file_and_field(
@@ -692,3 +701,47 @@ def test_records_of_an_older_format_are_marked(results):
             other.write_text(json.dumps(data))
     section = write_report(results).split("## Records of an older format")[1]
     assert "| ant    | coms     | 0       |" in section and "tf_bind" not in section
+
+
+def _with_lab(path, new, p100, p50):
+    record = json.loads(path.read_text())
+    record["extra"]["lab"] = dict(
+        distinct=new + 1, offline_repeats=127 - new, unmeasured=0, new=new, p100=p100, p50=p50
+    )
+    path.write_text(json.dumps(record))
+
+
+def test_summary_ranks_the_lab_view_beside_the_protocols(results):
+    # On tf_bind matchopt leads by the protocol's p50 (0.3 vs 0.2), but its designs repeat the
+    # offline table: its lab view has no new design and ranks last there.
+    for seed in range(4):
+        _with_lab(results / "tf_bind" / "matchopt" / f"seed{seed}.json", 0, None, None)
+        _with_lab(results / "tf_bind" / "matchopt-noreg" / f"seed{seed}.json", 50, 0.9, 0.4)
+    text = write_report(results, summary_only=True)
+    header, _, *rows = [line for line in text.splitlines() if line.startswith("|")]
+    cells = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in rows}
+    assert "lab MNR p100" in header and "new designs" in header
+    assert cells["matchopt"][-3:] == ["1.000", "1.000", "0.0"]
+    assert cells["matchopt-noreg"][-3:] == ["0.500", "0.500", "50.0"]
+    assert cells["coms"][-3:] == ["–", "–", "–"]  # no lab view in its records
+    full = write_report(results)
+    assert "## Lab view" in full
+
+
+def test_lab_view_counts_distinct_new_repeated_and_unmeasured_designs():
+    from matchopt.evaluation import lab_view
+
+    offline = np.array([[0, 1], [1, 1], [2, 2]])
+    designs = np.array([[0, 1], [3, 3], [3, 3], [2, 0], [0, 1]])
+    scores = np.array([0.1, 0.9, 0.9, 0.4, 0.1])
+    view = lab_view(designs, scores, offline, measured=np.array([1, 1, 1, 0, 1], dtype=bool))
+    assert view == {
+        "distinct": 3,
+        "offline_repeats": 2,
+        "unmeasured": 1,
+        "new": 2,
+        "p100": 0.9,
+        "p50": percentile([0.9, 0.4], 50),
+    }
+    none_new = lab_view(offline[:2], np.array([0.2, 0.3]), offline)
+    assert none_new["new"] == 0 and none_new["p100"] is None and none_new["p50"] is None

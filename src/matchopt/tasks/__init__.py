@@ -11,6 +11,7 @@ from matchopt.tasks.botorch_functions import BOTORCH_TASKS
 from matchopt.tasks.design_bench import UTR, Superconductor, TFBind8, TFBind10
 from matchopt.tasks.ehrlich import EHRLICH_TASKS
 from matchopt.tasks.hopper import HopperController, HopperLocal
+from matchopt.tasks.landscapes import LANDSCAPE_TASKS
 from matchopt.tasks.morphology import AntMorphology, DKittyMorphology
 from matchopt.tasks.replicates import REPLICATE_TASKS
 from matchopt.tasks.synthetic import ChainPotts, StyblinskiTang
@@ -31,6 +32,7 @@ TASKS: dict[str, type[Task]] = {
         *REPLICATE_TASKS,
         *EHRLICH_TASKS,
         *BOTORCH_TASKS,
+        *LANDSCAPE_TASKS,
     )
 }
 

@@ -155,6 +155,11 @@ class Task(ABC):
         designs = self.space.validate(designs)
         return np.asarray(self._score(designs), dtype=np.float64).reshape(-1)
 
+    def measured(self, designs: np.ndarray) -> np.ndarray | None:
+        """True (n,) where the oracle measured the design, for tasks whose oracle is a table with
+        gaps (a gap scores the table's minimum); ``None``: the oracle scores every design."""
+        return None
+
     def offline_best(self) -> float:
         """The normalized score of the best offline design (what a method's designs must beat).
 

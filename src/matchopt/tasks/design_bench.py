@@ -32,6 +32,8 @@ class SequenceLookupOracle:
         x: sequences (N x L), tokens in ``0..vocab_size-1``.
         y: their values (N,).
         vocab_size: K.
+        fill: the value of a sequence the table does not hold; ``None``: such a sequence is an
+            error (the table is complete, or a design outside it cannot be scored).
     """
 
     #: Largest table built (entries); beyond it a dense table stops being the simple choice.
@@ -39,8 +41,9 @@ class SequenceLookupOracle:
     #: Rows per chunk while building, to bound the temporaries for millions of rows.
     chunk_rows: ClassVar[int] = 1 << 20
 
-    def __init__(self, x: np.ndarray, y: np.ndarray, vocab_size: int):
+    def __init__(self, x: np.ndarray, y: np.ndarray, vocab_size: int, fill: float | None = None):
         self.vocab_size = vocab_size
+        self.fill = fill
         self.length = x.shape[1]
         size = vocab_size**self.length
         if size > self.max_table_size:
@@ -72,9 +75,15 @@ class SequenceLookupOracle:
             codes += x[:, i]
         return codes
 
+    def measured(self, designs: np.ndarray) -> np.ndarray:
+        """True (n,) where the table holds the design."""
+        return self.present[self.encode(designs)]
+
     def __call__(self, designs: np.ndarray) -> np.ndarray:
         codes = self.encode(designs)
         found = self.present[codes]
+        if self.fill is not None:
+            return np.where(found, self.values[codes], self.fill)
         if not found.all():
             row = int(np.argwhere(~found)[0][0])
             raise MatchoptError(f"design {designs[row].tolist()} is not in the oracle's table")
