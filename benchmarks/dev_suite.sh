@@ -13,7 +13,8 @@
 #                                                  # round5 | round5-hopper | pool |
 #                                                  # round6 | round6-hopper |
 #                                                  # round7 | round7-second |
-#                                                  # round8 | round8-hopper)
+#                                                  # round8 | round8-hopper |
+#                                                  # landscapes)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -126,6 +127,26 @@ round7_second() {
         --out "$OUT/candidates-r7-second" --threads 1 --workers 1
 }
 
+LANDSCAPE_TASKS="pard3-screen pard3 tev-screen phoq-screen tev phoq"  # smallest tables first
+LANDSCAPE_FIRST="matchopt-ens-mix-near,random,untrained,bdi,roma,cma-es,matchopt,matchopt-ens-mix"
+
+landscapes() {
+    # The protein landscapes (docs/suite.md, "The enlarged suite"), one task at a time so that a
+    # lane cut short leaves whole task rows: the compared methods and candidates, seeds 0-2,
+    # into $OUT/landscapes; the three methods sharing a Gaussian ensemble after the others of
+    # their task, `auto` (which trains its whole pool) last.
+    for task in $LANDSCAPE_TASKS; do
+        $MATCHOPT bench --tasks "$task" --methods "$LANDSCAPE_FIRST" --seeds 0,1,2 \
+            --out "$OUT/landscapes" --threads 1 --workers 1
+        $MATCHOPT bench --tasks "$task" --methods "$EXTENDED_SHARED" --seeds 0,1,2 \
+            --out "$OUT/landscapes" --threads 1 --workers 1
+    done
+    for task in $LANDSCAPE_TASKS; do
+        $MATCHOPT bench --tasks "$task" --methods auto --seeds 0,1,2 \
+            --out "$OUT/landscapes" --threads 1 --workers 1
+    done
+}
+
 later_round_hopper() {
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
         --out "$OUT/$2-hopper" --threads 1 --workers 1
@@ -152,6 +173,7 @@ case "$LANE" in
     round8) round5_extended auto candidates-r8 ;;
     round8-hopper) later_round_hopper auto candidates-r8 ;;
     pool) pool ;;
+    landscapes) landscapes ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -162,7 +184,7 @@ case "$LANE" in
     *)
         echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
             "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool," \
-            "round6, round6-hopper, round7, round7-second, round8, round8-hopper" \
+            "round6, round6-hopper, round7, round7-second, round8, round8-hopper, landscapes" \
             "or both, not $LANE" >&2
         exit 2
         ;;
