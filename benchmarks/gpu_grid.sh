@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU-bound cells of the paper table (issues 12, 28): BONET, COMs, MINs, DDOM and the Gaussian
-# ensemble of Ens-Mean, Ens-Min and GA on TF-Bind-8, 4 seeds, paper preset, on one CUDA GPU. Records name the device
+# ensemble of Ens-Mean, Ens-Min and GA on TF-Bind-8 (TASK, default tfbind8; benchmarks/superconductor.sh
+# runs it with TASK=superconductor), 4 seeds, paper preset, on one CUDA GPU. Records name the device
 # (extra.environment.device and .gpu). One prepared command for a lent GPU machine:
 #
 #   bash benchmarks/gpu_grid.sh
@@ -13,7 +14,9 @@
 # 2. The plan, from a measured rate: `benchmarks/gpu_bound.py` times a few training steps of
 #    each method on the device (4 seeds batched; ens-mean, ens-min and ga as one: they share
 #    their ensembles, `ensemble` in gpu_bound.py) and scales
-#    them to the paper preset's epochs; the script prints each method's expected minutes and
+#    them to the paper preset's epochs of TF-Bind-8 (32,898 rows, whatever TASK is: for a
+#    smaller table, e.g. superconductor's 17,014 rows, the plan overestimates); the script
+#    prints each method's expected minutes and
 #    keeps, cheapest first, the methods whose expected training fits in what is left of
 #    BUDGET_SECONDS (ALL=1 keeps every method: the budget then stops the grid, snapshots let
 #    the next call go on). BUDGET_SECONDS (default 540) is the whole script's wall time, steps
@@ -24,7 +27,7 @@
 #    of the budget. `matchopt bench` is resumable: finished cells are skipped, and a running
 #    cell (or batch of seeds) keeps a training snapshot (every MATCHOPT_CHECKPOINT_SECONDS, here
 #    60) that the next call continues from. WORKERS cells or batches run at once (default 4).
-# 4. `matchopt report` of the TF-Bind-8 rows.
+# 4. `matchopt report` of the task's rows.
 # 5. With $OUT set (the device tool's folder that comes back), at most 60 MB in all:
 #    gpu-records.tgz (records and designs of the grid's methods), gpu-snapshots.tgz.part*
 #    (running cells' snapshots, in 15 MB parts, only when they fit in what is left of the 60 MB)
@@ -33,7 +36,8 @@
 #    first.
 #
 # The machine has no network: data comes from MATCHOPT_DATA_DIR (default .gpu-data/, git-ignored;
-# copy design_bench/tf_bind_8-SIX6_REF_R1 and CHECKSUMS.sha256 there and carry it), and matchopt
+# copy design_bench/tf_bind_8-SIX6_REF_R1 (or the task's folder, e.g. superconductor) and
+# CHECKSUMS.sha256 there and carry it), and matchopt
 # runs from the checkout (PYTHONPATH=src) with the machine's own torch.
 #
 # Check it on a CPU first (same steps, quick preset, a short budget):
@@ -44,6 +48,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RESULTS=${RESULTS:-results/main}
+TASK=${TASK:-tfbind8}
 PRESET=${PRESET:-paper}
 METHODS=${METHODS:-bonet,coms,mins,ddom,ens-mean,ens-min,ga}
 ENSEMBLE_METHODS="ens-mean ens-min ga"  # one shared ensemble per seed: `ensemble` in the plan
@@ -134,29 +139,29 @@ else
     # 3. The grid, within what is left of the budget (SIGINT: the bench stops, snapshots stay;
     # RESERVE_SECONDS cover its stop, the report and the packing).
     grid_seconds=$(left)
-    say "grid: tfbind8 x $plan x seeds $SEEDS, preset $PRESET, seeds batched, $WORKERS workers, ${grid_seconds}s"
+    say "grid: $TASK x $plan x seeds $SEEDS, preset $PRESET, seeds batched, $WORKERS workers, ${grid_seconds}s"
     status=0
     timeout --signal=INT --kill-after=30 "$grid_seconds" \
-        "$PYTHON" -m matchopt.cli bench --tasks tfbind8 --methods "$plan" --seeds "$SEEDS" \
+        "$PYTHON" -m matchopt.cli bench --tasks "$TASK" --methods "$plan" --seeds "$SEEDS" \
         --preset "$PRESET" --out "$RESULTS" --workers "$WORKERS" --batch-seeds 2>&1 \
         | tee -a "$LOG" || status=$?
     say "grid ended with status $status (124 or 130: stopped at the budget; rerun to continue)"
 fi
 
 # 4. The table so far.
-"$PYTHON" -m matchopt.cli report "$RESULTS" --tasks tfbind8 2>&1 | tee -a "$LOG" || true
+"$PYTHON" -m matchopt.cli report "$RESULTS" --tasks "$TASK" 2>&1 | tee -a "$LOG" || true
 
 # 5. Send back, at most RETURN_MB in all: records first, snapshots if they fit.
 if [ -n "${OUT:-}" ]; then
     records=()
     for method in ${METHODS//,/ }; do
-        folder="$RESULTS/tfbind8/$method"
+        folder="$RESULTS/$TASK/$method"
         [ -d "$folder" ] && records+=("$folder")
     done
     if [ ${#records[@]} -gt 0 ]; then
         tar -czf "$OUT/gpu-records.tgz" "${records[@]}"
     fi
-    snapshots="$RESULTS/.snapshots/tfbind8"
+    snapshots="$RESULTS/.snapshots/$TASK"
     if [ -d "$snapshots" ]; then
         tar -czf "$OUT/.snapshots.tgz" "$snapshots"
         used=$(du -cm "$OUT"/* 2>/dev/null | tail -n 1 | cut -f1)

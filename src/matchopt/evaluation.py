@@ -61,3 +61,14 @@ def lab_view(
         "p100": percentile(new_scores, 100) if len(new) else None,
         "p50": percentile(new_scores, 50) if len(new) else None,
     }
+
+
+def fit_accuracy(truth: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
+    """R^2 and Spearman's rank correlation of predictions (n,) against measured values (n,):
+    how every fitted oracle states its held-out accuracy, so the tasks' numbers compare."""
+    from scipy.stats import spearmanr
+
+    truth = np.asarray(truth, dtype=np.float64)
+    predicted = np.asarray(predicted, dtype=np.float64)
+    r2 = 1.0 - np.sum((truth - predicted) ** 2) / np.sum((truth - truth.mean()) ** 2)
+    return {"r2": float(r2), "spearman": float(spearmanr(truth, predicted)[0])}

@@ -360,6 +360,50 @@ def test_published_numbers_are_the_papers():
     assert set(frame["method"]) <= set(METHODS) and set(frame["task"]) <= set(TASKS)
 
 
+#: The paper's Superconductor (SCon) column, p100 and p50 (Tables 1-8), as published.
+PAPER_SUPERCONDUCTOR = {
+    "ga": ("0.699 ± 0.054", "0.641 ± 0.036"),
+    "ens-mean": ("0.716 ± 0.065", "0.644 ± 0.070"),
+    "ens-min": ("0.734 ± 0.058", "0.672 ± 0.042"),
+    "cma-es": ("0.757 ± 0.013", "0.590 ± 0.012"),
+    "mins": ("0.690 ± 0.024", "0.414 ± 0.011"),
+    "cbas": ("0.659 ± 0.086", "0.099 ± 0.008"),
+    "roma": ("0.704 ± 0.032", "0.420 ± 0.030"),
+    "bonet": ("0.500 ± 0.002", "0.470 ± 0.004"),
+    "coms": ("0.565 ± 0.012", "0.414 ± 0.023"),
+    "matchopt": ("0.732 ± 0.003", "0.439 ± 0.016"),
+    "matchopt-noreg": ("0.739", "0.471"),
+    "ddom": ("0.570", "0.390"),
+    "bdi": ("0.735", "0.480"),
+    "bo-qei": ("0.576", "0.490"),
+}
+
+
+def test_the_papers_superconductor_column_is_complete():
+    from matchopt.published import published_cell
+
+    for method, (p100, p50) in PAPER_SUPERCONDUCTOR.items():
+        assert (published_cell(100, method, "superconductor"), method) == (p100, method)
+        assert (published_cell(50, method, "superconductor"), method) == (p50, method)
+
+
+def test_a_superconductor_record_gets_the_papers_column_beside_ours(tmp_path):
+    root = tmp_path / "results"
+    for method, seeds in {"matchopt": [(0.8, 0.45), (0.7, 0.43)], "random": [(0.6, 0.3)]}.items():
+        for seed, (top, mid) in enumerate(seeds):
+            record = dataclasses.replace(
+                _record("superconductor", method, seed, top, mid), offline_best=0.3999993
+            )
+            write_record(root, record)
+    lines = table_lines(write_report(root, (100, 50), "md"))
+    header = "| Method | superconductor (published) | superconductor | MNR |"
+    assert lines.count(header) == 2  # the p100 and the p50 tables
+    assert "| matchopt | 0.732 ± 0.003 | **0.750 ± 0.050** (1) | 0.500 |" in lines
+    assert "| matchopt | 0.439 ± 0.016 | **0.440 ± 0.010** (1) | 0.500 |" in lines
+    assert "| random | – | 0.600 (2) [1 seed] | 1.000 |" in lines
+    assert "| offline best | – | 0.400 | – |" in lines
+
+
 def test_every_planned_method_short_of_seeds_is_listed_with_its_reason(results):
     from matchopt.report import missing_cells
 

@@ -52,7 +52,7 @@ def test_steps_per_epoch_follow_the_data_or_bonets_windows():
     assert gpu_bound.steps_per_epoch("bonet", bonet, 32_898) == 800
 
 
-@pytest.mark.parametrize("script", ["gpu_grid.sh", "dev_suite.sh"])
+@pytest.mark.parametrize("script", ["gpu_grid.sh", "dev_suite.sh", "superconductor.sh"])
 def test_the_benchmark_scripts_parse(script):
     subprocess.run(["bash", "-n", str(ROOT / "benchmarks" / script)], check=True)
 

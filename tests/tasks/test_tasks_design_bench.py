@@ -16,8 +16,10 @@ import pytest
 from task_fixtures import decode_codes, write_shards, write_superconductor
 
 from matchopt.errors import MatchoptError
+from matchopt.evaluation import fit_accuracy
 from matchopt.tasks import TASKS, load_task
 from matchopt.tasks.design_bench import (
+    RandomForestOracle,
     SequenceLookupOracle,
     Superconductor,
     TFBind10,
@@ -230,6 +232,29 @@ def test_superconductor_loads_scores_and_normalizes(sc_dir):
     assert np.corrcoef(scores, y[:50])[0, 1] > 0.8
     with pytest.raises(MatchoptError, match="shape"):
         task.score(np.zeros((2, 85)))
+
+
+def test_superconductor_fixture_has_the_real_shards_layout_and_splits(sc_dir):
+    """The fixture's files are the real shards' (names, dtypes, shapes); the offline set is
+    exactly the rows at or below the 80th percentile; the oracle's stated accuracy is measured
+    on drawn rows it was not trained on."""
+    root, x, y = sc_dir
+    names = sorted(p.name for p in (root / "superconductor").iterdir())
+    assert names == sorted(f"superconductor-{a}-{k}.npy" for a in "xy" for k in range(5))
+    shard_x = np.load(root / "superconductor" / "superconductor-x-4.npy")
+    shard_y = np.load(root / "superconductor" / "superconductor-y-4.npy")
+    assert (shard_x.dtype, shard_x.shape) == (np.float32, (60, 86))
+    assert (shard_y.dtype, shard_y.shape) == (np.float32, (60, 1))
+    task = load_task("superconductor", root)
+    kept = y <= np.percentile(y, 80)
+    np.testing.assert_array_equal(task.offline.x, x[kept])
+    np.testing.assert_array_equal(task.offline.y, y[kept])
+    train, val = RandomForestOracle(seed=Superconductor.oracle_seed).split(len(y))
+    assert (len(train), len(val)) == (230, 230) and not set(train) & set(val)
+    measured = fit_accuracy(y[val], task.score(x[val]))
+    assert (task.oracle_val_r2, task.oracle_val_spearman) == (measured["r2"], measured["spearman"])
+    # On its own training rows a deep forest is far closer than on the held-out ones.
+    assert fit_accuracy(y[train], task.score(x[train]))["r2"] > max(0.9, task.oracle_val_r2)
 
 
 def test_superconductor_scores_a_design_far_outside_the_data(sc_dir):

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from matchopt.errors import MatchoptError
+from matchopt.evaluation import fit_accuracy
 
 #: The folder of the shipped oracle, inside the package.
 ORACLE_FOLDER = "utr_oracle"
@@ -143,15 +144,6 @@ def predict(
     return out * y_std + y_mean
 
 
-def accuracy(truth: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
-    """R^2 and Spearman's rank correlation of predictions against measured values."""
-    from scipy.stats import spearmanr
-
-    truth = np.asarray(truth, dtype=np.float64)
-    r2 = 1.0 - np.sum((truth - predicted) ** 2) / np.sum((truth - truth.mean()) ** 2)
-    return {"r2": float(r2), "spearman": float(spearmanr(truth, predicted)[0])}
-
-
 def save_oracle(
     folder: Path, net: OptimusNet, y_mean: float, y_std: float, header: dict[str, Any]
 ) -> dict[str, Any]:
@@ -245,7 +237,7 @@ def fit_and_measure(
     test, train = order[:n_test], order[n_test:]
     started = time.perf_counter()
     net, y_mean, y_std = train_network(x[train], y[train], recipe)
-    measured = accuracy(y[test], predict(net, x[test], y_mean, y_std))
+    measured = fit_accuracy(y[test], predict(net, x[test], y_mean, y_std))
     held_out_seconds = time.perf_counter() - started
     print(
         f"held-out {held_out:.0%} ({n_test:,} rows): R^2 {measured['r2']:.4f}, "
