@@ -14,7 +14,7 @@
 #                                                  # round6 | round6-hopper |
 #                                                  # round7 | round7-second |
 #                                                  # round8 | round8-hopper |
-#                                                  # landscapes)
+#                                                  # landscapes | round9)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -147,6 +147,19 @@ landscapes() {
     done
 }
 
+round9() {
+    # Round 9 (docs/suite.md): the candidate $1 on every task of the enlarged suite, seeds 0-2
+    # (and seed 3 where the recommended method has it), into $OUT/candidates-r9; hopper-local
+    # last (the costliest).
+    round5_extended "$1" candidates-r9
+    for task in $LANDSCAPE_TASKS; do
+        $MATCHOPT bench --tasks "$task" --methods "$1" --seeds 0,1,2 \
+            --out "$OUT/candidates-r9" --threads 1 --workers 1
+    done
+    $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
+        --out "$OUT/candidates-r9" --threads 1 --workers 1
+}
+
 later_round_hopper() {
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
         --out "$OUT/$2-hopper" --threads 1 --workers 1
@@ -174,6 +187,7 @@ case "$LANE" in
     round8-hopper) later_round_hopper auto candidates-r8 ;;
     pool) pool ;;
     landscapes) landscapes ;;
+    round9) round9 matchopt-ens-mix-near-k1 ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -184,7 +198,7 @@ case "$LANE" in
     *)
         echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
             "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool," \
-            "round6, round6-hopper, round7, round7-second, round8, round8-hopper, landscapes" \
+            "round6, round6-hopper, round7, round7-second, round8, round8-hopper, landscapes, round9" \
             "or both, not $LANE" >&2
         exit 2
         ;;

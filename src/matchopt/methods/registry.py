@@ -66,6 +66,19 @@ SINGLE_METHODS: dict[str, MethodEntry] = {
         {"trust_radius_l2": 4.0, "bold_designs": 16, "max_changes": 8, "min_distance": 0.01},
         kind="matchopt",
     ),
+    "matchopt-ens-mix-near-k1": MethodEntry(
+        MatchOptEnsemble,
+        "MATCH-OPT ensemble as matchopt-ens-mix-near, its line integrals by the trapezoid rule on "
+        "one interval (input gradients at the trajectory points only, none between them)",
+        {
+            "trust_radius_l2": 4.0,
+            "bold_designs": 16,
+            "max_changes": 8,
+            "min_distance": 0.01,
+            "kappa": 1,
+        },
+        kind="matchopt",
+    ),
     "matchopt-ens-mix-near-avg": MethodEntry(
         MatchOptEnsemble,
         "MATCH-OPT ensemble as matchopt-ens-mix-near, fitted on one row per distinct design (the "
