@@ -427,6 +427,7 @@ def test_parquet_dates_lists_and_records_are_named(capsys, tmp_path):
             "when": pd.date_range("2024-01-01", periods=n, freq="D"),
             "a": np.arange(n) * 1.0,
             "tags": [[1, 2]] * n,
+            "long_tags": [list(range(60))] * n,  # a cell past the message's 40 characters
             "meta": [{"k": 1}] * n,
             "y": np.sin(np.arange(n)),
         }
@@ -435,6 +436,11 @@ def test_parquet_dates_lists_and_records_are_named(capsys, tmp_path):
         (("--features", "a,when"), ("column 'when' holds dates", "--categorical")),
         (("--features", "a", "--target", "when"), ("column 'when' holds dates",)),
         (("--features", "a,tags"), ("column 'tags', row 1", "is a list")),
+        (("--features", "a,long_tags"), ("column 'long_tags', row 1", "...", "is a list")),
+        (
+            ("--features", "a,long_tags", "--categorical", "long_tags"),
+            ("'long_tags', row 1", "one value"),
+        ),
         (("--features", "a,tags", "--categorical", "tags"), ("'tags', row 1", "one value")),
         (("--features", "a,meta", "--categorical", "meta"), ("'meta', row 1", "is a record")),
     ]

@@ -814,11 +814,6 @@ def _nested_kind(value: object) -> str:
     return "a record" if isinstance(value, dict) else "a list"
 
 
-def _short(value: object, limit: int = 40) -> str:
-    text = " ".join(str(value).split())
-    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
-
-
 def _categories(values: list) -> tuple:
     unique = list(dict.fromkeys(values))
     try:
@@ -978,7 +973,9 @@ def _width(column: NumericColumn | CategoricalColumn) -> int:
     return 1 if isinstance(column, NumericColumn) else len(column.categories)
 
 
-def _short(text: str, limit: int = 40) -> str:
+def _short(value: object, limit: int = 40) -> str:
+    """A cell's value for a one-line message: its text on one line, cut at ``limit``."""
+    text = " ".join(str(value).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
