@@ -1,4 +1,4 @@
-"""How often `auto`'s protocol picks the pool member that leads on the task (docs/suite.md,
+"""How often `auto`'s protocol picks the pool member that leads on the task (docs/suite-rounds.md,
 round 5), from the records of a results folder.
 
     python benchmarks/auto_pick.py results/dev

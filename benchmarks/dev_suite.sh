@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The development-suite comparison (docs/suite.md, round 2): every compared method on every task
+# The development-suite comparison (docs/suite-rounds.md, round 2): every compared method on every task
 # of `matchopt bench --suite dev`, in two lanes of one thread each (this 2-core machine; two
 # CPU-bound jobs with more threads collapse). Resumable: every cell is recorded when it ends and
 # long cells keep training snapshots, so rerunning this script continues where it stopped.
@@ -68,7 +68,7 @@ baselines() {
         --seeds 0,1,2 --out "$OUT/hopper" --threads 1 --workers 1
 }
 
-# The real-assay and replicate-noise tasks added to the suite (docs/suite.md, "The extended
+# The real-assay and replicate-noise tasks added to the suite (docs/suite-rounds.md, "The extended
 # suite"): the compared baselines and the recommended method, seeds 0-2. The methods that fit
 # their own surrogates first, then the three that share a Gaussian ensemble (the costliest).
 EXTENDED_FIRST="matchopt-ens-mix,matchopt,cma-es,bdi,roma,random,untrained"
@@ -82,7 +82,7 @@ extended() {
 }
 
 later_round() {
-    # A later round's candidate $1 (docs/suite.md) with round 2's seeds into $OUT/$2: the
+    # A later round's candidate $1 (docs/suite-rounds.md) with round 2's seeds into $OUT/$2: the
     # continuous tasks first (the trust regions bound continuous searches only), then the token
     # tasks, then seed 3.
     $MATCHOPT bench --tasks styblinski-tang,hartmann6,rosenbrock20,levy40 \
@@ -102,7 +102,7 @@ round5_extended() {
 
 pool() {
     # The members of `auto`'s pool that are not compared methods, alone on round 5's cells, to
-    # measure how often its protocol picks the leader (docs/suite.md, round 5).
+    # measure how often its protocol picks the leader (docs/suite-rounds.md, round 5).
     $MATCHOPT bench --tasks "$QUICK_TASKS,tfbind8-replicates,potts-replicates,utr,hopper-local" \
         --methods ens-mean-small --seeds 0,1,2 --out "$OUT/pool" --threads 1 --workers 1
     $MATCHOPT bench --tasks tfbind8,potts,styblinski-tang --methods ens-mean-small \
@@ -110,7 +110,7 @@ pool() {
 }
 
 round7() {
-    # Round 7 (docs/suite.md) in two lanes: the tasks whose offline rows repeat designs first
+    # Round 7 (docs/suite-rounds.md) in two lanes: the tasks whose offline rows repeat designs first
     # (where the candidate's data differ), then the rest of the suite.
     $MATCHOPT bench --tasks tfbind8-replicates,potts-replicates,tfbind8,ehrlich-4x16,ehrlich-4x32 \
         --methods "$1" --seeds 0,1,2 --out "$OUT/candidates-r7" --threads 1 --workers 1
@@ -131,7 +131,7 @@ LANDSCAPE_TASKS="pard3-screen pard3 tev-screen phoq-screen tev phoq"  # smallest
 LANDSCAPE_FIRST="matchopt-ens-mix-near,random,untrained,bdi,roma,cma-es,matchopt,matchopt-ens-mix"
 
 landscapes() {
-    # The protein landscapes (docs/suite.md, "The enlarged suite"), one task at a time so that a
+    # The protein landscapes (docs/suite-rounds.md, "The enlarged suite"), one task at a time so that a
     # lane cut short leaves whole task rows: the compared methods and candidates, seeds 0-2,
     # into $OUT/landscapes; the three methods sharing a Gaussian ensemble after the others of
     # their task, `auto` (which trains its whole pool) last.
@@ -148,7 +148,7 @@ landscapes() {
 }
 
 round9() {
-    # Round 9 (docs/suite.md): the candidate $1 on every task of the enlarged suite, seeds 0-2
+    # Round 9 (docs/suite-rounds.md): the candidate $1 on every task of the enlarged suite, seeds 0-2
     # (and seed 3 where the recommended method has it), into $OUT/candidates-r9; hopper-local
     # last (the costliest).
     round5_extended "$1" candidates-r9

@@ -2,7 +2,7 @@
 
 Issue 25 asks that the recommended method's median design beat the offline best on every suite
 task: at least 65 of its 128 designs above the best offline row. On the Ehrlich tasks no
-compared method does (docs/suite.md). This script measures why, per token task:
+compared method does (docs/suite-rounds.md). This script measures why, per token task:
 
 - the ceiling near the data: every point mutant of the 128 best offline rows (none an offline
   row), the share the oracle scores above the offline best, and the share infeasible;

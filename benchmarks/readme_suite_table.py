@@ -1,9 +1,10 @@
-"""Regenerate the README's suite table (between the dev-suite-table markers) from the
-`matchopt report --summary` command written in that block, and its figures (`--plots`).
+"""Regenerate the suite table of README.md and docs/suite.md (between the dev-suite-table
+markers) from the `matchopt report --summary` command written in each block, and its figures
+(`--plots`).
 
     python benchmarks/readme_suite_table.py     # after new records land in results/dev
 
-tests/test_readme.py checks that the table is what the command prints.
+tests/test_readme.py checks that each table is what its command prints.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from matchopt.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- dev-suite-table -->", "<!-- /dev-suite-table -->"
+#: The pages holding a suite table.
+PAGES = (ROOT / "README.md", ROOT / "docs" / "suite.md")
 
 
 def regenerate(readme: Path = ROOT / "README.md") -> None:
@@ -46,4 +49,5 @@ def regenerate(readme: Path = ROOT / "README.md") -> None:
 
 
 if __name__ == "__main__":
-    regenerate()
+    for page in PAGES:
+        regenerate(page)

@@ -2,9 +2,9 @@
 
     python benchmarks/same_designs.py results/dev matchopt-ens-mix-near matchopt-ens-mix-near-avg
 
-A round whose candidate differs from a method only where the task's table says so (docs/suite.md)
-checks with it that elsewhere the designs are equal bit for bit. Reads the designs each record
-keeps beside it (``seed<k>.designs.npy``); no oracle call, no task loaded.
+A round whose candidate differs from a method only where the task's table says so
+(docs/suite-rounds.md) checks with it that elsewhere the designs are equal bit for bit. Reads
+the designs each record keeps beside it (``seed<k>.designs.npy``); no oracle call, no task loaded.
 """
 
 from __future__ import annotations

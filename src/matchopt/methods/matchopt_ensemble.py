@@ -33,7 +33,7 @@ top to bottom:
    changes from its path's start.
 
 Nothing here reads an oracle. The search defaults were chosen on the development suite
-(docs/suite.md: the search settings).
+(docs/suite-rounds.md: the search settings).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """MATCH-OPT ensemble hyperparameters (training fields as MATCH-OPT's paper config).
 
     The search defaults (``pessimism``, ``search_step``, ``n_starts``, ``trust_radius``,
-    ``support``) are frozen from the search-settings study of docs/suite.md (``matchopt study
+    ``support``) are frozen from the search-settings study of docs/suite-rounds.md (``matchopt study
     search-settings`` on the development suite, results/study-search-settings-dev); they were
     chosen there by a criterion written before the study ran.
     """

@@ -3,7 +3,7 @@
 A method's search fields (step, starts, pessimism...) do not change its training, so one fitted
 method per task and seed can be searched with every combination of a grid of settings. This
 study does that on development tasks and ranks the combinations by a criterion fixed in
-advance (docs/suite.md), so that one combination can be frozen into the method's defaults
+advance (docs/suite-rounds.md), so that one combination can be frozen into the method's defaults
 before the method meets any task it is confirmed on.
 
 Read top to bottom:
