@@ -6,6 +6,7 @@ Everything here works on normalized feature tensors (n x d); methods decode the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,6 +90,7 @@ def gradient_ascent_path(
     high: torch.Tensor | None = None,
     radius: float | None = None,
     radius_l2: float | None = None,
+    bar: Any = None,
 ) -> torch.Tensor:
     """Adam ascent of ``score`` from each row of ``x0``, keeping the points along the way.
 
@@ -97,7 +99,7 @@ def gradient_ascent_path(
     ``radius``, then into the ball of that root-mean-square distance per coordinate around its
     start (a trust region: ``||x - x0|| <= radius * sqrt(d)``); with ``radius_l2``, then into
     the ball of that Euclidean distance around its start (``||x - x0|| <= radius_l2``, whatever
-    the dimension).
+    the dimension). ``bar`` (a tqdm bar, optional) advances by one every step.
 
     Returns:
         (m x n x d) points, detached: ``x0`` first, then the points after every ``every``
@@ -127,6 +129,8 @@ def gradient_ascent_path(
                 x.copy_(torch.where(outside, x0 + shift * (radius_l2 / norm), x))
         if step % every == 0 or step == steps:
             points.append(x.detach().clone())
+        if bar is not None:
+            bar.update(1)
     return torch.stack(points)
 
 

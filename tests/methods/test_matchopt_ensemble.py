@@ -345,3 +345,16 @@ def test_token_designs_change_at_most_max_changes_positions_from_their_start():
     assert nearest.max() <= 2 and len(np.unique(designs, axis=0)) == 16
     farthest = max((data.x != row).sum(axis=1).min() for row in free.propose(16))
     assert farthest > 2  # the bound is what keeps them close
+
+
+def test_one_bar_for_the_fit_and_one_for_the_search(capsys):
+    method = make_method("matchopt-ens-mix", "quick", {"n_models": 3}, seed=0, progress=True)
+    method.fit(load_task("potts").offline)
+    fit_bars = capsys.readouterr().err
+    method.propose(16)
+    search_bars = capsys.readouterr().err
+    # The fit's bar names the member in training and counts every member's epochs.
+    assert "member 3 of 3" in fit_bars and f"/{3 * method.member_epochs_}" in fit_bars
+    # The search's bar counts both searches' steps (cautious, then bold).
+    assert "MATCH-OPT ensemble search" in search_bars
+    assert f"| 0/{2 * method.config_.search_steps} " in search_bars

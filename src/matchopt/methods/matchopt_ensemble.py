@@ -248,13 +248,23 @@ class MatchOptEnsemble(MatchOpt):
         config = self.config_
         offline = self.data_.x.reshape(len(self.data_), -1)
         n_bold = min(config.bold_designs, n - 1)
-        designs = self._select(n - n_bold, offline, config.pessimism, config.trust_radius)
-        if n_bold:
-            taken = designs.reshape(len(designs), -1)
-            bold = self._select(
-                n_bold, offline, config.bold_pessimism, config.bold_trust_radius, taken
+        # One bar for the whole search: both searches' steps (a cached search adds none).
+        with tqdm(
+            total=config.search_steps * (2 if n_bold else 1),
+            desc="MATCH-OPT ensemble search",
+            unit="step",
+            disable=not self.progress,
+            leave=False,
+        ) as bar:
+            designs = self._select(
+                n - n_bold, offline, config.pessimism, config.trust_radius, bar=bar
             )
-            designs = np.concatenate([designs, bold])
+            if n_bold:
+                taken = designs.reshape(len(designs), -1)
+                bold = self._select(
+                    n_bold, offline, config.bold_pessimism, config.bold_trust_radius, taken, bar
+                )
+                designs = np.concatenate([designs, bold])
         return designs
 
     def _select(
@@ -264,10 +274,11 @@ class MatchOptEnsemble(MatchOpt):
         pessimism: float,
         trust_radius: float | None,
         taken: np.ndarray | None = None,
+        bar: tqdm | None = None,
     ) -> np.ndarray:
         """``n`` designs of one search (:func:`select_per_path`): none an offline row or among
         ``taken`` (designs another search gave), none within ``min_distance`` of another."""
-        designs, scores, n_paths = self._candidates(n, pessimism, trust_radius)
+        designs, scores, n_paths = self._candidates(n, pessimism, trust_radius, bar)
         if self.config_.support == "pairs" and self.data_.space.is_discrete:
             scores = np.where(self._pairs_seen(designs), scores, -np.inf)
         if self.config_.max_changes is not None and self.data_.space.is_discrete:
@@ -288,7 +299,7 @@ class MatchOptEnsemble(MatchOpt):
         return designs[picked]
 
     def _candidates(
-        self, n: int, pessimism: float, trust_radius: float | None
+        self, n: int, pessimism: float, trust_radius: float | None, bar: tqdm | None = None
     ) -> tuple[np.ndarray, np.ndarray, int]:
         """Every path's candidates (checkpoint-major), their scores as proposed, and the number
         of paths, of the search with this ``pessimism`` and per-feature ``trust_radius``.
@@ -336,6 +347,7 @@ class MatchOptEnsemble(MatchOpt):
             high=high,
             radius=radius,
             radius_l2=radius_l2,
+            bar=bar,
         )  # checkpoints x paths x d, the starts first
         n_points, n_paths, d = path.shape
         designs = self.encoder_.decode_x(path.reshape(-1, d).cpu().numpy())
