@@ -2,11 +2,10 @@
 
 A fitted method (or a :class:`~matchopt.tabular.TableOptimizer`) is written as one safetensors
 file: raw tensor buffers behind a JSON header, whose metadata holds matchopt's own JSON header
-(:data:`HEADER_KEY`); it is read with no pickle at all (``safetensors.torch.load``). Files of the
-older format (``torch.save`` of ``{"header": <JSON text>, "tensors": {name: tensor}}``) are read
-with ``torch.load(weights_only=True)`` only under a torch release with no published advisory
-against that loader (:data:`SAFE_TORCH_LOAD`), and refused with the reason under older ones. The
-JSON header describes the object graph:
+(:data:`HEADER_KEY`); it is read with no pickle at all (safetensors' own loader). Files of the
+older format (a ``torch.save`` archive of ``{"header": <JSON text>, "tensors": {name: tensor}}``)
+are refused unread with how to convert them (:data:`CONVERTER`): reading them would take torch's
+unpickler. The JSON header describes the object graph:
 
 - numbers, strings, None, lists, tuples, sets and dicts (any JSON-able keys);
 - numpy arrays (raw bytes in a tensor, with dtype and shape; object arrays are refused) and
@@ -43,12 +42,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import io
 import json
 import re
 import sys
-import warnings
-import zipfile
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -87,10 +83,8 @@ _MODULE_BASE_ATTRS = frozenset(vars(torch.nn.Module()))
 MAX_FILE_BYTES = 4 * 2**30
 #: The key of the safetensors metadata that holds a model file's JSON header.
 HEADER_KEY = "matchopt"
-#: The first torch release whose weights-only unpickler has no published advisory
-#: (CVE-2025-32434: torch <= 2.5.1; CVE-2026-24747: torch < 2.10.0). Model files of the older,
-#: torch.save-based format are read only under it or newer.
-SAFE_TORCH_LOAD = (2, 10)
+#: The script that converts a model file of the older (torch.save) format to the current one.
+CONVERTER = "examples/convert_model_file.py"
 #: Longest JSON header read or written (characters): a header describes objects, not data
 #: (arrays go in tensors), so real ones are kilobytes; parsing takes several times its size.
 MAX_HEADER_CHARS = 16 * 2**20
@@ -785,42 +779,6 @@ def _check_sequential(decoder: _Decoder, module: torch.nn.Sequential, where: str
             width = None
 
 
-def _check_archive(data: bytes, source: str) -> None:
-    """Refuse a model file over the size limits, or whose archive would unpack to more, before
-    torch reads it (torch inflates compressed archive entries: a small file could unpack to
-    gigabytes)."""
-    if len(data) > MAX_FILE_BYTES:
-        raise StateError(
-            f"{source}: not read: it takes {_size(len(data))}, over the {_size(MAX_FILE_BYTES)} "
-            f"a matchopt model file may take"
-        )
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            entries = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as err:
-        # torch.save writes archives; torch's older format is not read at all.
-        raise _not_read(source, f"not a zip archive: {err}") from None
-    if len(entries) > MAX_ENTRIES:
-        raise StateError(
-            f"{source}: not read: it holds {len(entries):,} entries, over the "
-            f"{MAX_ENTRIES:,} a matchopt model file may hold"
-        )
-    unpacked = sum(entry.file_size for entry in entries)
-    if unpacked > MAX_FILE_BYTES:
-        raise StateError(
-            f"{source}: not read: it unpacks to {_size(unpacked)}, over the "
-            f"{_size(MAX_FILE_BYTES)} a matchopt model file may take"
-        )
-    pickled = max(
-        (entry.file_size for entry in entries if entry.filename.endswith("data.pkl")), default=0
-    )
-    if pickled > MAX_HEADER_CHARS + 2**20:  # the header and a line per tensor
-        raise StateError(
-            f"{source}: not read: its header takes {_size(pickled)}, over the "
-            f"{_size(MAX_HEADER_CHARS)} a matchopt model file may hold"
-        )
-
-
 def _read_safetensors(data: bytes, source: str) -> tuple[str, dict[str, torch.Tensor]]:
     """The JSON header and the tensors of a model file (safetensors: a length, a JSON header of
     tensor dtypes, shapes and offsets with matchopt's header in its metadata, raw buffers; no
@@ -853,31 +811,12 @@ def _read_safetensors(data: bytes, source: str) -> tuple[str, dict[str, torch.Te
     return header_text, tensors
 
 
-def _read_torch_archive(data: bytes, source: str) -> tuple[str, dict[str, Any]]:
-    """The header and tensors of a model file of the older format (``torch.save``, read with
-    ``torch.load(weights_only=True)``), only under a torch release with no published advisory
-    against that loader (:data:`SAFE_TORCH_LOAD`)."""
-    release = tuple(int(part) for part in re.findall(r"\d+", torch.__version__)[:2])
-    if release < SAFE_TORCH_LOAD:
-        raise StateError(
-            f"{source}: a model file of the older format (torch.save), not read under torch "
-            f"{torch.__version__}: its weights-only loader has published advisories "
-            "(CVE-2025-32434, CVE-2026-24747; fixed in 2.10.0); read it under torch >= 2.10 and "
-            "save it again, or fit the model again"
-        )
-    _check_archive(data, source)
-    try:
-        with warnings.catch_warnings():
-            # A foreign pickle protocol only draws a warning before the refusal below.
-            warnings.simplefilter("ignore", UserWarning)
-            content = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a foreign or crafted file
-        raise _not_read(source, str(err)) from None
-    header_text = content.get("header") if isinstance(content, dict) else None
-    tensors = content.get("tensors") if isinstance(content, dict) else None
-    if not isinstance(header_text, str) or not isinstance(tensors, dict):
-        raise StateError(f"{source}: not a matchopt model file (no header)")
-    return header_text, tensors
+def _older_format(source: str) -> StateError:
+    return StateError(
+        f"{source}: a model file of matchopt's older format (a torch.save archive), which is not "
+        "read: reading it would take torch's unpickler; convert it with "
+        f"{CONVERTER} from matchopt's repository (under torch >= 2.10), or fit the model again"
+    )
 
 
 def _not_read(source: str, reason: str) -> StateError:
@@ -898,10 +837,9 @@ def load_state(data: bytes, kind: str, source: str = "model") -> Any:
             anything matchopt does not load, or objects that fail their checks (see the module
             notes); the message names the file and where the problem is.
     """
-    if data[:4] == b"PK\x03\x04":  # the older format: a torch.save archive
-        header_text, tensors = _read_torch_archive(data, source)
-    else:
-        header_text, tensors = _read_safetensors(data, source)
+    if bytes(data[:4]) == b"PK\x03\x04":  # the older format: a torch.save archive
+        raise _older_format(source)
+    header_text, tensors = _read_safetensors(data, source)
     if len(header_text) > MAX_HEADER_CHARS:
         raise StateError(
             f"{source}: not a valid matchopt model file (its header takes "

@@ -5,7 +5,8 @@ import io
 import pytest
 import torch
 
-from matchopt.models.ensemble_cache import EnsembleCache
+from matchopt.models.ensemble_cache import CACHE_KIND, EnsembleCache
+from matchopt.state import state_bytes
 
 
 class Members(torch.nn.Module):
@@ -15,10 +16,8 @@ class Members(torch.nn.Module):
 
 
 def write(cache: EnsembleCache, key: str, entry: dict) -> None:
-    buffer = io.BytesIO()
-    torch.save(entry, buffer)
     cache.folder.mkdir(parents=True, exist_ok=True)
-    cache.path(key).write_bytes(buffer.getvalue())
+    cache.path(key).write_bytes(state_bytes(entry, CACHE_KIND))
 
 
 def good_entry(key: str) -> dict:
@@ -58,3 +57,16 @@ def test_a_bad_entry_is_set_aside_named_and_trained_again(tmp_path, change, word
     assert not cache.path(key).exists()
     assert cache.path(key).with_name(cache.path(key).name + ".rejected").exists()
     assert cache.load(key, Members()) == (0, 0.0)  # a rerun trains it: no error, no warning
+
+
+def test_a_file_of_the_older_format_is_set_aside_unread(tmp_path, monkeypatch):
+    """A cache file written with torch.save (matchopt before the state-file format) is never
+    unpickled: set aside with a warning, and the ensemble trained again."""
+    cache, key = EnsembleCache(tmp_path), "k" * 64
+    buffer = io.BytesIO()
+    torch.save(good_entry(key), buffer)
+    cache.path(key).write_bytes(buffer.getvalue())
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load was called"))
+    with pytest.warns(UserWarning, match="older matchopt"):
+        assert cache.load(key, Members()) == (0, 0.0)
+    assert cache.path(key).with_name(cache.path(key).name + ".rejected").exists()
