@@ -229,7 +229,7 @@ def test_reads_take_only_regular_files_of_bounded_size(tmp_path, kind):
         "dev-zero": "not a regular file",
         "proc": "gives more bytes than its size",
         "folder": "is a folder",
-        "too-large": "takes 101 bytes, over the 100 bytes a run record may take",
+        "too-large": "not read: it takes 101 bytes, over the 100 bytes a run record may take",
     }[kind]
     with pytest.raises(MatchoptError, match=words):
         read_regular(path, 100, "run record")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -541,3 +542,30 @@ def test_older_model_files_are_refused_unread_with_how_to_convert_them(
     converted = TableOptimizer.load_bytes(convert(old), "new.pt")
     expected = TableOptimizer.load_bytes(table_model)
     assert converted.propose(4).equals(expected.propose(4))
+
+
+@pytest.mark.parametrize("data", ["model.pt", None, 3], ids=["str", "None", "int"])
+def test_load_bytes_of_something_else_than_bytes_is_a_type_error(data):
+    with pytest.raises(TypeError, match=f"must be bytes .*not {type(data).__name__}"):
+        TableOptimizer.load_bytes(data)
+
+
+@pytest.mark.parametrize("wrap", [bytearray, memoryview])
+def test_load_bytes_takes_a_bytearray_or_a_memoryview_of_a_model_file(table_model, wrap):
+    loaded = TableOptimizer.load_bytes(wrap(table_model))
+    assert loaded.propose(3).equals(TableOptimizer.load_bytes(table_model).propose(3))
+
+
+@pytest.mark.parametrize("path", [None, 3, b"model.pt"], ids=["None", "int", "bytes"])
+def test_load_of_something_else_than_a_path_is_a_type_error(path):
+    with pytest.raises(TypeError, match=f"path must be a path .*not {type(path).__name__}"):
+        TableOptimizer.load(path)
+    with pytest.raises(TypeError, match="path must be a path"):
+        Method.load(path)
+
+
+def test_a_model_file_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "model.pt"
+    os.mkfifo(path)
+    with pytest.raises(StateError, match="not a regular file"):
+        TableOptimizer.load(path)

@@ -41,6 +41,15 @@ NAME_MAX = 255
 _CHUNK = 1 << 20
 
 
+def name_max(folder: str | os.PathLike) -> int:
+    """The longest file name (bytes) the file system of ``folder`` takes (:data:`NAME_MAX`
+    where it does not say)."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return NAME_MAX
+
+
 def size_text(n: float) -> str:
     """``n`` bytes in words (e.g. ``16 MiB``)."""
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -333,6 +342,19 @@ def remove_below(root: str | os.PathLike, path: str | os.PathLike) -> bool:
 # --- Reading files the user names ----------------------------------------------------------------
 
 
+def as_path(value: object, what: str) -> Path:
+    """``value`` as a path: a ``str`` or an ``os.PathLike`` of text.
+
+    Raises:
+        TypeError: anything else (None, a number, bytes), naming ``what`` and the type.
+    """
+    if isinstance(value, (str, os.PathLike)):
+        text = os.fspath(value)
+        if isinstance(text, str):
+            return Path(text)
+    raise TypeError(f"{what} must be a path (str or os.PathLike), not {type(value).__name__}")
+
+
 def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> bytes:
     """The bytes of the file ``path`` (a link the user named is followed): only a regular file,
     of at most ``limit`` bytes (:func:`read_descriptor`); a pipe does not block.
@@ -384,8 +406,8 @@ def _regular_size(status: os.stat_result, path: Path, limit: int, what: str) -> 
         )
     if status.st_size > limit:
         raise MatchoptError(
-            f"{printable(path)}: takes {size_text(status.st_size)}, over the "
-            f"{size_text(limit)} a {what} may take; not read"
+            f"{printable(path)}: not read: it takes {size_text(status.st_size)}, over the "
+            f"{size_text(limit)} a {what} may take"
         )
     return status.st_size
 
@@ -403,7 +425,7 @@ def check_regular(path: str | os.PathLike, limit: int, what: str = "file") -> in
         raise MatchoptError(f"cannot read {printable(path)}: {err.strerror or err}") from None
     try:
         size = _regular_size(os.fstat(fd), path, limit, what)
-        if size == 0 and os.read(fd, 1):
+        if size == 0 and os.read(fd, 4096):  # /proc files take reads of 8 bytes and more
             raise MatchoptError(
                 f"{printable(path)}: says it is empty but is not: not a regular {what} (a /proc "
                 "or device file); not read"

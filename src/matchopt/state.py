@@ -832,12 +832,20 @@ def load_state(data: bytes, kind: str, source: str = "model") -> Any:
     """The object in the bytes of a model file of ``kind`` (written by :func:`state_bytes`).
 
     Raises:
+        TypeError: ``data`` is not bytes, a bytearray or a memoryview.
         StateError: not a model file (e.g. an old pickle-based one: refused unread), another
             kind, a newer format, a file or header over the size limits, a header that names
             anything matchopt does not load, or objects that fail their checks (see the module
             notes); the message names the file and where the problem is.
     """
-    if bytes(data[:4]) == b"PK\x03\x04":  # the older format: a torch.save archive
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, bytes):
+        raise TypeError(
+            f"a model file's data must be bytes (or a bytearray or memoryview), not "
+            f"{type(data).__name__}"
+        )
+    if data[:4] == b"PK\x03\x04":  # the older format: a torch.save archive
         raise _older_format(source)
     header_text, tensors = _read_safetensors(data, source)
     if len(header_text) > MAX_HEADER_CHARS:
@@ -908,18 +916,19 @@ def read_state(path: str | Path, kind: str) -> Any:
 
 
 def read_model_file(path: str | Path) -> bytes:
-    """The bytes of the model file at ``path``, refused unread when it is over
-    :data:`MAX_FILE_BYTES`."""
-    path = Path(path)
-    if not path.is_file():
-        raise StateError(f"{path}: no such model file")
+    """The bytes of the model file at ``path``: a regular file (a pipe or device is refused),
+    refused unread when it is over :data:`MAX_FILE_BYTES`.
+
+    Raises:
+        TypeError: ``path`` is not a path (str or os.PathLike).
+        StateError: missing, not a regular file, too large or unreadable.
+    """
+    from matchopt.safe_paths import as_path, read_regular
+
+    path = as_path(path, "the model file")
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise StateError(
-                f"{path}: not read: it takes {_size(size)}, over the {_size(MAX_FILE_BYTES)} "
-                f"a matchopt model file may take"
-            )
-        return path.read_bytes()
-    except OSError as err:
-        raise StateError(f"cannot read {path}: {err.strerror or err}") from None
+        return read_regular(path, MAX_FILE_BYTES, "matchopt model file")
+    except StateError:
+        raise
+    except MatchoptError as err:
+        raise StateError(str(err)) from None

@@ -68,12 +68,13 @@ from tqdm.auto import tqdm
 from matchopt._version import __version__
 from matchopt.data import OfflineData, design_groups, top_rows
 from matchopt.encodings import DesignEncoder
-from matchopt.errors import MatchoptError
+from matchopt.errors import MatchoptError, printable
 from matchopt.io import atomic_write_bytes
 from matchopt.methods import RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.runtime import MAX_SEED, limit_threads, resolve_device
+from matchopt.safe_paths import as_path, name_max
 from matchopt.state import (
     check_predictions,
     load_state,
@@ -195,6 +196,12 @@ def check_output_path(
             input file, or Parquet output without pyarrow.
     """
     path = Path(path)
+    longest, length = name_max(path.parent), len(os.fsencode(path.name))
+    if length > longest:  # before any call on the path, which would fail on the name
+        raise MatchoptError(
+            f"{option} {printable(path.name, 80)}: a name of {length} bytes, over the "
+            f"{longest} a file name may take in {path.parent}"
+        )
     if path.is_dir():
         raise MatchoptError(f"{option} {path}: is a folder")
     for source in inputs:
@@ -1103,8 +1110,13 @@ class TableOptimizer:
     @classmethod
     def load(cls, path: str | Path) -> TableOptimizer:
         """Read a model file written by :meth:`save` (loading it cannot run code, and what it
-        holds is checked before use: see :meth:`load_bytes`)."""
-        path = Path(path)
+        holds is checked before use: see :meth:`load_bytes`).
+
+        Raises:
+            TypeError: ``path`` is not a path (str or os.PathLike).
+            MatchoptError: see :meth:`load_bytes`.
+        """
+        path = as_path(path, "TableOptimizer.load's path")
         return cls.load_bytes(read_model_file(path), str(path))
 
     @classmethod
@@ -1117,6 +1129,7 @@ class TableOptimizer:
         message naming ``source``, and not when proposing.
 
         Raises:
+            TypeError: ``data`` is not bytes, a bytearray or a memoryview.
             MatchoptError: not a model file of a table optimizer (checked before any object is
                 built; a pickle is refused unread), over the size limits, or holding objects
                 that fail their checks.

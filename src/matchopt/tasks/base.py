@@ -17,6 +17,7 @@ import numpy as np
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.errors import MatchoptError
 from matchopt.names import DATA_DIR_ENV
+from matchopt.safe_paths import as_path
 
 
 def default_data_dir() -> Path:
@@ -28,9 +29,13 @@ def default_data_dir() -> Path:
 
 
 def resolve_data_dir(data_dir: str | os.PathLike | None) -> Path:
-    """``data_dir`` if given, else ``$MATCHOPT_DATA_DIR``, else :func:`default_data_dir`."""
+    """``data_dir`` if given, else ``$MATCHOPT_DATA_DIR``, else :func:`default_data_dir`.
+
+    Raises:
+        TypeError: ``data_dir`` is not None, a str or an os.PathLike.
+    """
     if data_dir is not None:
-        return Path(data_dir).expanduser()
+        return as_path(data_dir, "data_dir").expanduser()
     env = os.environ.get(DATA_DIR_ENV)
     return Path(env).expanduser() if env else default_data_dir()
 
