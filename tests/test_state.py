@@ -569,3 +569,19 @@ def test_a_model_file_that_is_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(path)
     with pytest.raises(StateError, match="not a regular file"):
         TableOptimizer.load(path)
+
+
+def test_a_model_whose_feature_scaling_is_degenerate_is_refused_not_proposed_with_empty_cells(
+    table_model, capsys, tmp_path
+):
+    """A feature scaler of std 1e-300 (an edited file) made every prediction and spread NaN,
+    written as empty cells."""
+    optimizer = TableOptimizer.load_bytes(table_model)
+    optimizer.ensemble_encoder_.x_scaler_.std[:] = 1e-300
+    data = optimizer.to_bytes()
+    with pytest.raises(StateError, match="predictions that are NaN or infinite"):
+        TableOptimizer.load_bytes(data, "m.pt")
+    assert_refused(capsys, tmp_path, data, "predictions that are NaN or infinite")
+    # Whatever else gives NaN: never an empty cell where a number is due.
+    with pytest.raises(MatchoptError, match="predicts NaN or infinite values for 3 of 3"):
+        optimizer.propose(3)

@@ -157,6 +157,22 @@ MAX_SECONDS = 3.2e7
 SCORE_LIMIT = 1e12
 
 
+def check_record(record: RunRecord) -> None:
+    """Refuse to write a record that reading it back would refuse (:func:`read_record`): a
+    run whose scores or times make no sense (a score beyond +-1e12, a training of more than a
+    year) fails with the reason instead.
+
+    Raises:
+        MatchoptError: naming the run and the field.
+    """
+    problem = _record_problem(record)
+    if problem:
+        raise MatchoptError(
+            f"the run {record.task}/{record.method}/seed{record.seed} gives an impossible "
+            f"record ({problem}); no record written"
+        )
+
+
 def _record_problem(record: RunRecord) -> str | None:
     """What is wrong with a record's fields (every field a report or a grid reads), or None."""
     if not isinstance(record.task, str) or not isinstance(record.method, str):

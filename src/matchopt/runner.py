@@ -15,7 +15,7 @@ from matchopt._version import __version__, source_commit
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
 from matchopt.methods import Method, RunContext, make_method
-from matchopt.records import RunRecord
+from matchopt.records import RunRecord, check_record
 from matchopt.runtime import limit_threads, resolve_device
 from matchopt.tasks import Task, load_task
 
@@ -160,7 +160,7 @@ def _propose_and_score(
             "no record written"
         )
     extra = {"environment": environment(solver.device_), **_fit_report(solver)}
-    return RunRecord(
+    record = RunRecord(
         task=task_obj.name,
         method=method,
         seed=seed,
@@ -175,7 +175,9 @@ def _propose_and_score(
         version=__version__,
         n_designs=n_designs,
         extra=extra,
-    ), designs
+    )
+    check_record(record)
+    return record, designs
 
 
 def environment(device: Any = "cpu") -> dict[str, Any]:

@@ -127,15 +127,20 @@ class StateError(MatchoptError):
     """A model file that cannot be read (or an object that cannot be saved)."""
 
 
-def check_predictions(source: str, what: str, predict: Callable[[], Any], n_rows: int) -> None:
+def check_predictions(
+    source: str, what: str, predict: Callable[[], Any], n_rows: int, finite: bool = False
+) -> None:
     """The last check of objects read from a model file: ``predict()`` returns arrays of
-    ``n_rows`` predictions (several as a tuple); any failure is one :class:`StateError` naming
-    ``source`` and ``what`` failed (e.g. "its surrogates fail to predict the measured rows")."""
+    ``n_rows`` predictions (several as a tuple), with ``finite`` numbers only (a model whose
+    scaling was edited predicts NaN); any failure is one :class:`StateError` naming ``source``
+    and ``what`` failed (e.g. "its surrogates fail to predict the measured rows")."""
     try:
         outputs = predict()
         for output in outputs if isinstance(outputs, tuple) else (outputs,):
             if np.shape(output) != (n_rows,):
                 raise ValueError(f"{np.shape(output)} predictions for {n_rows} rows")
+            if finite and not np.isfinite(np.asarray(output, dtype=np.float64)).all():
+                raise ValueError("predictions that are NaN or infinite")
     except Exception as err:
         why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
         raise StateError(f"{source}: not a valid matchopt model file ({what}: {why})") from None
@@ -926,6 +931,8 @@ def read_model_file(path: str | Path) -> bytes:
     from matchopt.safe_paths import as_path, read_regular
 
     path = as_path(path, "the model file")
+    if not path.exists():
+        raise StateError(f"{path}: no such model file")
     try:
         return read_regular(path, MAX_FILE_BYTES, "matchopt model file")
     except StateError:

@@ -70,3 +70,27 @@ def test_a_file_of_the_older_format_is_set_aside_unread(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="older matchopt"):
         assert cache.load(key, Members()) == (0, 0.0)
     assert cache.path(key).with_name(cache.path(key).name + ".rejected").exists()
+
+
+def test_a_cache_of_weights_just_under_the_cap_gives_designs_that_are_refused_unscored(
+    tmp_path, monkeypatch
+):
+    """The issue's edit: every weight scaled to just under MAX_WEIGHT passes the cache's checks;
+    the designs it gives lie far outside the task's space, which the oracle never scores."""
+    import matchopt.models.gaussian as gaussian
+    from matchopt.errors import MatchoptError
+    from matchopt.methods import RunContext
+    from matchopt.models.ensemble_cache import MAX_WEIGHT
+    from matchopt.runner import run
+    from matchopt.state import load_state
+
+    monkeypatch.setattr(gaussian, "GROUPED_MAX_WIDTH", 0)  # members shared as a prefix
+    context = RunContext.of(ensemble_folder=tmp_path)
+    run("styblinski-tang", "ens-mean", 0, "quick", threads=1, context=context)
+    (path,) = tmp_path.glob("*.pt")
+    entry = load_state(path.read_bytes(), CACHE_KIND)
+    largest = max(float(t.abs().max()) for t in entry["state"].values())
+    entry["state"] = {k: t * (0.99 * MAX_WEIGHT / largest) for k, t in entry["state"].items()}
+    path.write_bytes(state_bytes(entry, CACHE_KIND))
+    with pytest.raises(MatchoptError, match="outside the space of task 'styblinski-tang'"):
+        run("styblinski-tang", "ens-min", 0, "quick", threads=1, context=context)

@@ -218,9 +218,11 @@ def test_given_alphabet_may_hold_unseen_letters():
         target="y", sequence="seq", alphabet="TGCAN", method="random", preset="quick"
     ).fit(frame)
     assert opt.schema_.space.vocab_size == 5
-    proposals = opt.propose(30)
-    assert set("".join(proposals["seq"])) <= set("TGCAN")
-    assert "N" in "".join(proposals["seq"])  # uniform random letters use the whole alphabet
+    with pytest.warns(ProposalWarning, match="letters 'N' appear in no row"):
+        proposals = opt.propose(30)
+    # Uniform random letters use the whole alphabet; those with N are left out (nothing in
+    # the table speaks for them).
+    assert set("".join(proposals["seq"])) == set("TGCA") and len(proposals) == 30
 
 
 def test_bounds_clip_numeric_proposals():
@@ -360,7 +362,7 @@ def test_unreadable_parquet(capsys, csv_file):
 
 def test_csv_that_is_not_text(capsys, tmp_path):
     path = tmp_path / "data.csv"
-    path.write_bytes(b"a,y\n\xff\xfe\x00\x81,1\n")
+    path.write_bytes(b"a,y\n\xff\xfe\x81,1\n")
     code, _, err = optimize(capsys, path, "--target", "y")
     assert_one_line_error(code, err, "data.csv", "not UTF-8")
 
@@ -725,7 +727,7 @@ def test_failed_write_after_fit_leaves_no_file(capsys, tmp_path, monkeypatch):
     old = tmp_path / "old.csv"
     old.write_text("previous results\n")
 
-    def failing_replace(src, dst):
+    def failing_replace(src, dst, **folders):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", failing_replace)
@@ -1118,3 +1120,36 @@ def test_an_output_name_the_file_system_refuses_is_refused_before_the_fit(
     code, _, err = run_cli(capsys, *args[:-1], tmp_path / ("q" * 256 + ".csv"))
     assert_one_line_error(code, err, "--out qqq", "a name of 260 bytes, over the 255")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+
+
+def dna_table(n: int = 60) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    sequences = ["".join(rng.choice(list("ACGT"), 8)) for _ in range(n)]
+    return pd.DataFrame(
+        {"seq": sequences, "y": [s.count("G") + 0.1 * i / n for i, s in enumerate(sequences)]}
+    )
+
+
+def test_alphabet_letters_the_table_never_shows_are_not_proposed_and_said_so(capsys, tmp_path):
+    """``--alphabet ACGTN`` on a table without N: the model knows nothing of N, which was
+    proposed at rank 2 with half the spread of rank 1."""
+    path = tmp_path / "dna.csv"
+    dna_table().to_csv(path, index=False)
+    out = tmp_path / "p.csv"
+    args = ["optimize", path, "--target", "y", "--sequence", "seq", "--alphabet", "ACGTN"]
+    code, _, err = run_cli(capsys, *args, "--method", "random", "--n", "16", "--out", out)
+    assert code == 0, err
+    proposals = pd.read_csv(out)
+    assert len(proposals) == 16 and not proposals["seq"].str.contains("N").any()
+    said = [line for line in err.splitlines() if "appear in no row" in line]
+    assert len(said) == 1 and said[0].startswith(
+        "matchopt: warning: alphabet letters 'N' appear in no row of the table"
+    )
+    # A candidate with the letter is ranked, flagged: nothing supports its prediction.
+    optimizer = TableOptimizer(
+        target="y", sequence="seq", alphabet="ACGTN", method="random", preset="quick"
+    ).fit(dna_table())
+    candidates = pd.DataFrame({"seq": ["GGGGGGGG", "GGGGNGGG"]})
+    with pytest.warns(ProposalWarning):
+        ranked = optimizer.rank(candidates).set_index("seq")
+    assert not ranked.loc["GGGGGGGG", "extrapolated"] and ranked.loc["GGGGNGGG", "extrapolated"]

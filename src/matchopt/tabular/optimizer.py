@@ -728,8 +728,9 @@ class TableOptimizer:
         if n > MAX_PROPOSALS:
             raise MatchoptError(f"at most {MAX_PROPOSALS:,} proposals per call, got {n:,}")
         n = int(n)
-        pool = _Pool(self.schema_, self.data_.x)
+        pool = _Pool(self.schema_, self.data_.x, self._unseen_tokens())
         own = self._collect(pool, n)
+        self._warn_unseen(pool)
         designs, table = pool.designs(), pool.table()
         predicted = self._predict(designs) if len(designs) else np.empty(0)
         schema = self.schema_
@@ -775,6 +776,26 @@ class TableOptimizer:
         self._warn(out, n, searched, radius, lambda: self._shortfall_cause(pool, distances))
         return out
 
+    def _unseen_tokens(self) -> np.ndarray:
+        """Tokens of the sequence's alphabet that no measured row uses (``--alphabet`` letters
+        the table never shows): the model knows nothing of them."""
+        if self.schema_.sequence is None:
+            return np.empty(0, dtype=np.int64)
+        tokens = np.arange(len(self.schema_.sequence.alphabet))
+        return np.setdiff1d(tokens, np.unique(self.data_.x))
+
+    def _warn_unseen(self, pool: _Pool) -> None:
+        """One warning where the alphabet holds letters no measured row uses (left out)."""
+        if pool.unseen.size:
+            letters = "".join(self.schema_.sequence.alphabet[t] for t in pool.unseen)
+            warnings.warn(
+                f"alphabet letters {letters!r} appear in no row of the table, which says nothing "
+                f"of them: no proposal uses them ({pool.left_out:,} candidates with them left "
+                "out); measure designs with them to propose them",
+                ProposalWarning,
+                stacklevel=4,
+            )
+
     def _with_predictions(
         self,
         rows: pd.DataFrame,
@@ -789,6 +810,12 @@ class TableOptimizer:
         schema = self.schema_
         prediction = schema.prediction_name
         mean, spread = self._ensemble_prediction(designs) if len(designs) else (ranking, ranking)
+        bad = ~(np.isfinite(mean) & np.isfinite(spread) & np.isfinite(ranking))
+        if bad.any():  # never an empty cell where a number is due
+            raise MatchoptError(
+                f"the fitted model predicts NaN or infinite values for {int(bad.sum())} of "
+                f"{len(bad)} designs (a damaged model: fit it again)"
+            )
         out = rows.copy()
         out[prediction] = schema.user_scores(mean)
         out[schema.spread_name] = spread  # a spread: the same in the user's sign
@@ -802,6 +829,8 @@ class TableOptimizer:
         else:
             out[f"{prediction}_low"] = out[f"{prediction}_high"] = np.nan
             out[FLAG_NAME] = False
+        # A design with a letter no measured row uses: nothing supports its prediction.
+        out[FLAG_NAME] = out[FLAG_NAME] | unseen_rows(designs, self._unseen_tokens())
         if self.ranker_ is None:
             out[RANKING_NAME] = schema.user_scores(ranking)
         out[schema.distance_name] = (
@@ -1146,6 +1175,7 @@ class TableOptimizer:
             "its surrogates fail to predict the measured rows",
             lambda: (*optimizer._ensemble_prediction(rows), optimizer._predict(rows)),
             len(rows),
+            finite=True,
         )
         return optimizer
 
@@ -1228,21 +1258,27 @@ class TableOptimizer:
 
 
 class _Pool:
-    """New designs found so far, in the order found, deduplicated after decoding."""
+    """New designs found so far, in the order found, deduplicated after decoding; designs that
+    use a letter of ``unseen`` (tokens no measured row uses) are left out and counted."""
 
-    def __init__(self, schema: TableSchema, measured: np.ndarray):
+    def __init__(self, schema: TableSchema, measured: np.ndarray, unseen: np.ndarray):
         self.schema = schema
         self.seen = {row.tobytes() for row in measured}
+        self.unseen = unseen
         self.rows: list[pd.DataFrame] = []
         self.parts: list[np.ndarray] = []
-        self.size = self.candidates = 0
+        self.size = self.candidates = self.left_out = 0
 
     def add(self, raw: np.ndarray) -> np.ndarray:
         """Decode candidates, keep the new ones; returns the designs kept from this batch."""
         decoded, canonical = self.schema.canonical(raw)
         self.candidates += len(canonical)
+        unseen = unseen_rows(canonical, self.unseen)
+        self.left_out += int(unseen.sum())
         keep = []
         for index, row in enumerate(canonical):
+            if unseen[index]:
+                continue
             key = row.tobytes()
             if key not in self.seen:
                 self.seen.add(key)
@@ -1261,3 +1297,10 @@ class _Pool:
     def empty(self) -> pd.DataFrame:
         """No rows, the table's columns."""
         return self.table().iloc[:0].copy()
+
+
+def unseen_rows(designs: np.ndarray, unseen: np.ndarray) -> np.ndarray:
+    """Rows (n,) of token designs (n x L) that use a token of ``unseen``."""
+    if unseen.size == 0 or designs.ndim != 2:
+        return np.zeros(len(designs), dtype=bool)
+    return np.isin(designs, unseen).any(axis=1)
