@@ -247,8 +247,8 @@ def load_records(results_dir: str | Path) -> list[RunRecord]:
     seen: dict[tuple[str, str, int], Path] = {}
     for path in sorted(root.rglob("seed*.json")):
         match = RECORD_NAME.match(path.name)
-        if match is None or not path.is_file():
-            continue
+        if match is None or path.is_dir():
+            continue  # a record's name on a device, pipe or link to one is refused on reading
         record = read_record(path)
         # The layout is the index of a results folder; a record copied to another seed's or
         # method's file would silently count twice, so path and contents must agree.

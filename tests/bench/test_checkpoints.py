@@ -865,3 +865,26 @@ def test_a_snapshot_whose_parts_changed_after_the_save_is_not_trained_on(tmp_pat
     (line,) = warnings_in(capsys.readouterr().err)
     assert "do not match the digest written with them" in line and str(snapshot) in line
     assert method.losses_ == reference.losses_
+
+
+def test_a_snapshot_of_the_older_torch_save_format_is_not_read(tmp_path, capsys, monkeypatch):
+    """Snapshots were torch.save archives: never unpickled now; the training starts again and
+    writes the current format."""
+    import io
+
+    data = load_task("potts").offline
+    snapshot = tmp_path / "seed0.pt"
+    buffer = io.BytesIO()
+    torch.save({"epoch": 1, "parts": {}, "values": {"losses": [0.5]}}, buffer)
+    snapshot.write_bytes(buffer.getvalue())
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load was called"))
+    capsys.readouterr()
+    method = make_method("matchopt", "quick", {"epochs": 2}, seed=0)
+    method.resume_from(snapshot, every=0).fit(data)
+    assert warnings_in(capsys.readouterr().err) == [
+        f"matchopt: warning: {snapshot}: a training snapshot of an older matchopt (torch.save), "
+        "which is not read; training starts from scratch (and writes the current format)"
+    ]
+    assert checkpoints.read_snapshot(snapshot)["epoch"] == 2
+    reference = make_method("matchopt", "quick", {"epochs": 2}, seed=0).fit(data)
+    assert method.losses_ == reference.losses_

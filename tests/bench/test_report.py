@@ -3,6 +3,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import re
 import shutil
 
@@ -692,3 +693,30 @@ def test_records_of_an_older_format_are_marked(results):
             other.write_text(json.dumps(data))
     section = write_report(results).split("## Records of an older format")[1]
     assert "| ant    | coms     | 0       |" in section and "tf_bind" not in section
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/proc/self/pagemap"])
+@pytest.mark.parametrize("command", ["run", "report"])
+def test_a_record_that_is_a_link_to_a_device_or_proc_file_is_one_error_line(
+    tmp_path, capsys, target, command
+):
+    """Read whole, such a record was a MemoryError."""
+    from matchopt.cli import main
+
+    if not os.path.exists(target):
+        pytest.skip(f"no {target}")
+    out = tmp_path / "R"
+    if command == "report":
+        write_record(out, _record("ant", "coms", 0, 0.5, 0.4))
+    path = out / "styblinski-tang" / "random" / "seed0.json"
+    path.parent.mkdir(parents=True)
+    path.symlink_to(target)
+    if command == "run":
+        args = ["run", "--task", "styblinski-tang", "--method", "random", "--preset", "quick"]
+        code = main([*args, "--out", str(out)])
+    else:
+        code = main(["report", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("matchopt: error:")]
+    assert str(path) in line
