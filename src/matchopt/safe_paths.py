@@ -153,9 +153,9 @@ class Folder:
         ``owned``: the folder is matchopt's (a results folder), whose temporary files have
         exact names (``.<name>.tmp``): one left by a killed run is replaced. Elsewhere the
         temporary name has a random part (never another's file)."""
-        entry = self.entry(name)
-        mode = stat.S_IMODE(entry.st_mode) & 0o777 if entry and stat.S_ISREG(entry.st_mode) else 0
-        mode = mode or _new_file_mode()
+        entry = self.entry(name)  # a file replaced keeps its bits; never the setuid ones
+        replaced = entry is not None and stat.S_ISREG(entry.st_mode)
+        mode = stat.S_IMODE(entry.st_mode) & 0o777 if replaced else _new_file_mode()
         tmp = self._temporary(name, owned)
         try:
             with os.fdopen(tmp[1], "wb") as handle:
@@ -363,13 +363,17 @@ def read_regular(path: str | os.PathLike, limit: int, what: str = "file") -> byt
         MatchoptError: missing, not a regular file, or too large, in one line.
     """
     path = Path(path)
+    return read_descriptor(_open_for_reading(path, what), path, limit, what)
+
+
+def _open_for_reading(path: Path, what: str) -> int:
+    """``path`` opened for reading without blocking (a pipe with no writer opens at once)."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        return os.open(path, _READ_FLAGS)
     except FileNotFoundError:
         raise MatchoptError(f"{printable(path)}: no such {what}") from None
     except OSError as err:
         raise MatchoptError(f"cannot read {printable(path)}: {err.strerror or err}") from None
-    return read_descriptor(fd, path, limit, what)
 
 
 def read_descriptor(fd: int, path: Path, limit: int, what: str = "file") -> bytes:
@@ -417,12 +421,7 @@ def check_regular(path: str | os.PathLike, limit: int, what: str = "file") -> in
     that opens the path itself (pyarrow, numpy): a regular file of at most ``limit`` bytes
     whose first bytes agree with its size (a ``/proc`` file says 0 and has more)."""
     path = Path(path)
-    try:
-        fd = os.open(path, _READ_FLAGS)
-    except FileNotFoundError:
-        raise MatchoptError(f"{printable(path)}: no such {what}") from None
-    except OSError as err:
-        raise MatchoptError(f"cannot read {printable(path)}: {err.strerror or err}") from None
+    fd = _open_for_reading(path, what)
     try:
         size = _regular_size(os.fstat(fd), path, limit, what)
         if size == 0 and os.read(fd, 4096):  # /proc files take reads of 8 bytes and more

@@ -56,6 +56,7 @@ import torch.nn.functional as F
 
 from matchopt._version import __version__
 from matchopt.errors import MatchoptError
+from matchopt.safe_paths import size_text
 
 #: Value of the header's ``format`` in every file this module writes.
 FORMAT = "matchopt-state"
@@ -310,8 +311,8 @@ def state_bytes(obj: Any, kind: str) -> bytes:
     text = json.dumps(header)
     if len(text) > MAX_HEADER_CHARS:
         raise StateError(
-            f"cannot save {type(obj).__name__}: its description takes {_size(len(text))}, over "
-            f"the {_size(MAX_HEADER_CHARS)} a model file may hold (arrays are saved apart, so "
+            f"cannot save {type(obj).__name__}: its description takes {size_text(len(text))}, over "
+            f"the {size_text(MAX_HEADER_CHARS)} a model file may hold (arrays are saved apart, so "
             "this is a very large Python list, dict or text)"
         )
     from safetensors.torch import save
@@ -321,17 +322,9 @@ def state_bytes(obj: Any, kind: str) -> bytes:
     if len(data) > MAX_FILE_BYTES:
         raise StateError(
             f"cannot save {type(obj).__name__}: the model file would take "
-            f"{_size(len(data))}, over the {_size(MAX_FILE_BYTES)} matchopt reads"
+            f"{size_text(len(data))}, over the {size_text(MAX_FILE_BYTES)} matchopt reads"
         )
     return data
-
-
-def _size(n: int) -> str:
-    """``n`` bytes in words (e.g. ``16 MiB``)."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} bytes"
 
 
 # --- Reading --------------------------------------------------------------------------------------
@@ -793,8 +786,8 @@ def _read_safetensors(data: bytes, source: str) -> tuple[str, dict[str, torch.Te
 
     if len(data) > MAX_FILE_BYTES:
         raise StateError(
-            f"{source}: not read: it takes {_size(len(data))}, over the {_size(MAX_FILE_BYTES)} "
-            f"a matchopt model file may take"
+            f"{source}: not read: it takes {size_text(len(data))}, over the "
+            f"{size_text(MAX_FILE_BYTES)} a matchopt model file may take"
         )
     length = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
     if not 0 < length <= MAX_HEADER_CHARS + 64 * MAX_ENTRIES or 8 + length > len(data):
@@ -856,7 +849,8 @@ def load_state(data: bytes, kind: str, source: str = "model") -> Any:
     if len(header_text) > MAX_HEADER_CHARS:
         raise StateError(
             f"{source}: not a valid matchopt model file (its header takes "
-            f"{_size(len(header_text))}, over the {_size(MAX_HEADER_CHARS)} a model file may hold)"
+            f"{size_text(len(header_text))}, over the {size_text(MAX_HEADER_CHARS)} a model "
+            "file may hold)"
         )
     try:
         header = json.loads(header_text)
