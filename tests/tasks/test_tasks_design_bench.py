@@ -250,13 +250,18 @@ def test_superconductor_loads_scores_and_normalizes(sc_dir):
         task.score(np.zeros((2, 85)))
 
 
-def test_superconductor_scores_a_design_far_outside_the_data(sc_dir):
-    # Normalized by a small std, 1e37 overflows float32, which sklearn casts to: clipped first.
+def test_superconductor_scores_a_design_far_outside_the_data_within_its_space(sc_dir):
+    # Normalized by a small std, a large value overflows float32, which sklearn casts to: clipped
+    # first. Beyond the task's space (Task.domain) a design is not scored at all.
     root, x, _ = sc_dir
     task = load_task("superconductor", root)
+    low, high = task.domain()
     far = x[:2].copy()
-    far[:, 0] = [3e38, -3e38]
+    far[0], far[1] = (high + x.max(axis=0)) / 2, (low + x.min(axis=0)) / 2  # 5,000 spans out
     assert np.isfinite(task.score(far)).all()
+    far[:, 0] = [3e38, -3e38]
+    with pytest.raises(MatchoptError, match="coordinate 0 is 3e\\+38, outside the space"):
+        task.score(far)
 
 
 def test_token_shards_that_are_not_integers_are_named(tmp_path):
