@@ -396,15 +396,15 @@ def test_a_memory_setting_that_is_no_limit_is_one_error_line(
 
 
 def test_a_wide_csv_is_refused_for_the_memory_its_columns_take(capsys, tmp_path, monkeypatch):
-    """300,000 columns in 2 MB: reading them takes gigabytes (about 14 KiB a column), which an
-    estimate from the file's size alone missed (1e6 columns aborted in C++, exit 134)."""
+    """A million columns in 12 MB: reading them takes gigabytes (about 14 KiB a column), which
+    an estimate from the file's size alone missed (the read aborted in C++, exit 134)."""
     path = tmp_path / "wide.csv"
-    width = 300_000
+    width = 1_000_000
     header = ",".join(f"c{i}" for i in range(width))
     path.write_text(header + "\n" + ",".join(["1"] * width) + "\n")
-    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "4")
+    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "16")
     code, _, err = optimize(capsys, path, "--target", "c0")
-    assert_one_line_error(code, err, "wide.csv", "of 300,000 columns needs about", "4.0 GiB")
+    assert_one_line_error(code, err, "wide.csv", "of 1,000,000 columns needs about 30.6", "16.0")
 
 
 @pytest.mark.parametrize("size", [2 * 2**30, 64 * 2**20], ids=["over-the-cap", "a-hole"])
