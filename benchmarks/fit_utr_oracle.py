@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     y = np.asarray(y, dtype=np.float64)
     header = fit_and_measure(x, y, args.out, OracleRecipe(), command=command)
     print(f"wrote {args.out} (weights sha256 {header['weights_sha256']})")
+    print(
+        "matchopt takes only the oracle its code names: set ORACLE_SHA256 in "
+        f"src/matchopt/tasks/utr_oracle.py to {header['oracle_sha256']!r}"
+    )
     return 0
 
 

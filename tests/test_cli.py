@@ -388,3 +388,87 @@ def test_the_recommended_method_is_marked_and_is_the_default_of_optimize_and_the
     assert inspect.signature(TableOptimizer).parameters["method"].default == RECOMMENDED_METHOD
     assert main(["methods", RECOMMENDED_METHOD]) == 0
     assert "(recommended)" in capsys.readouterr().out.splitlines()[0]
+
+
+# --- optimize writes every file before it reports ------------------------------------------------
+
+
+@pytest.fixture
+def table(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.uniform(size=(40, 2)), columns=["a", "b"])
+    frame.assign(y=rng.normal(size=40)).to_csv(tmp_path / "base.csv", index=False)
+    return tmp_path / "base.csv"
+
+
+def optimize_args(table):
+    folder = table.parent
+    return [
+        "optimize", str(table), "--target", "y", "--method", "random", "--n", "4",
+        "--out", str(folder / "o.csv"), "--save-model", str(folder / "m.pt"),
+    ]  # fmt: skip
+
+
+def test_a_stdout_that_fails_loses_no_file_and_says_so(table, monkeypatch, capsys):
+    import errno
+
+    from matchopt.cli import main
+
+    class Full:  # an unbuffered stdout on a full disk: every write fails
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def flush(self):
+            pass  # nothing is ever held
+
+    monkeypatch.setattr(sys, "stdout", Full())
+    assert main(optimize_args(table)) == 2
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("matchopt: e")]
+    folder = table.parent
+    assert line == (
+        "matchopt: error: cannot show the results on stdout: No space left on device; written: "
+        f"proposals {folder / 'o.csv'}, report {folder / 'o.report.html'}, model {folder / 'm.pt'}"
+    )
+    for name in ("o.csv", "o.report.html", "m.pt"):
+        assert (folder / name).stat().st_size > 0
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_optimize_onto_dev_full_writes_the_model_file_too(table):
+    """The issue's command: unbuffered stdout on /dev/full wrote o.csv, not m.pt, and said
+    nothing of the model."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-m", "matchopt.cli", *optimize_args(table)],
+            stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=300,
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert "written: proposals" in result.stderr and "model " in result.stderr
+    assert (table.parent / "m.pt").stat().st_size > 0
+
+
+def test_a_file_that_cannot_be_written_names_what_was_and_was_not(table, monkeypatch, capsys):
+    import matchopt.tabular as tabular
+    from matchopt.cli import main
+    from matchopt.errors import MatchoptError
+
+    real = tabular.write_file
+
+    def full_at_the_model(path, data):
+        if path.name == "m.pt":
+            raise MatchoptError(f"cannot write {path}: No space left on device")
+        real(path, data)
+
+    monkeypatch.setattr(tabular, "write_file", full_at_the_model)
+    assert main(optimize_args(table)) == 2
+    err = capsys.readouterr().err
+    folder = table.parent
+    assert (
+        f"No space left on device; written: proposals {folder / 'o.csv'}, report "
+        f"{folder / 'o.report.html'}; NOT written: model {folder / 'm.pt'}"
+    ) in err
+    assert not (folder / "m.pt").exists()

@@ -57,7 +57,7 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
     target = tmp_path / "out.json"
     atomic_write_bytes(target, b"old")
 
-    def interrupted(src, dst):
+    def interrupted(src, dst, **folders):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("matchopt.io.os.replace", interrupted)
@@ -80,9 +80,9 @@ def test_atomic_write_syncs_the_bytes_before_the_rename_and_the_folder_after(tmp
         events.append(("fsync", "folder" if stat.S_ISDIR(info.st_mode) else info.st_size))
         real_fsync(fd)
 
-    def replace(src, dst):
+    def replace(src, dst, **folders):
         events.append(("replace", os.path.basename(dst)))
-        real_replace(src, dst)
+        real_replace(src, dst, **folders)
 
     monkeypatch.setattr(io_module.os, "fsync", fsync)
     monkeypatch.setattr(io_module.os, "replace", replace)

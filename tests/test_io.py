@@ -164,16 +164,21 @@ def test_a_snapshot_folder_that_is_a_file_or_a_link_is_one_error(tmp_path, capsy
     assert not any((tmp_path / "elsewhere").iterdir()) if kind == "link" else True
 
 
-def test_a_bench_removes_orphan_temporaries_of_its_snapshot_folder(tmp_path):
+def test_a_bench_removes_orphan_temporaries_of_its_cells_by_their_exact_names(tmp_path):
     out = tmp_path / "S"
-    orphan = out / ".snapshots" / "styblinski-tang" / "matchopt" / ".seed0.pt.abc.tmp"
-    orphan.parent.mkdir(parents=True)
-    orphan.write_bytes(b"half a snapshot")
-    keep = out / ".snapshots" / "notes.tmp"  # not a name matchopt writes
-    keep.write_text("x")
+    folder = out / ".snapshots" / "styblinski-tang" / "random"
+    folder.mkdir(parents=True)
+    orphans = [folder / ".seed0.pt.tmp", out / "styblinski-tang" / "random" / ".seed0.json.tmp"]
+    for orphan in orphans:
+        orphan.parent.mkdir(parents=True, exist_ok=True)
+        orphan.write_bytes(b"half a file")
+    keep = [out / ".snapshots" / "notes.tmp", folder / ".seed0.pt.abc.tmp", folder / ".x.pt.tmp"]
+    for path in keep:  # not the exact name of a temporary file of this bench's cells
+        path.write_text("x")
     args = ["bench", "--tasks", "styblinski-tang", "--methods", "random", "--seeds", "0"]
     assert cli.main([*args, "--preset", "quick", "--out", str(out)]) == 0
-    assert not orphan.exists() and keep.exists()
+    assert not any(orphan.exists() for orphan in orphans)
+    assert all(path.read_text() == "x" for path in keep)
 
 
 def test_names_on_the_command_line_are_echoed_escaped_and_cut(tmp_path, capsys):

@@ -201,3 +201,18 @@ def test_methods_called_directly_follow_the_thread_default(tmp_path):
     out = json.loads(result.stdout)
     # The default (1) inside fit and propose, the caller's 3 back after; a caller's choice kept.
     assert out == {"seen": [1, 1, 2, 2, 2], "after": 3}
+
+
+@pytest.mark.parametrize("text", ["inf", "1e308", "-1", "0", "nan", "2e6", "lots"])
+def test_a_memory_setting_must_be_gib_above_0_up_to_a_pebibyte(text):
+    from matchopt.runtime import memory_limit
+
+    with pytest.raises(MatchoptError, match="expected a number of GiB above 0"):
+        memory_limit(text)
+
+
+def test_a_memory_setting_in_gib_is_bytes():
+    from matchopt.runtime import memory_limit
+
+    assert memory_limit("1.5") == 3 * 2**29
+    assert memory_limit(" 8 ") == 8 * 2**30

@@ -2,14 +2,16 @@
 
 A method that supports them (``Method.resumable``) saves, every ``every`` seconds at the end of
 an epoch, everything its training loop needs to go on: parameters, optimizer state, the state
-of its random generators, the epoch, and what it has measured so far. The file is written
-atomically (a temporary file, then a rename) with ``torch.save`` and read with
-``torch.load(weights_only=True)``: tensors and plain data only. A rerun of the same command finds
+of its random generators, the epoch, and what it has measured so far. The file is a matchopt
+state file (:mod:`matchopt.state`: safetensors, tensors and plain data behind a JSON header, read
+with no pickle), written atomically (a temporary file, then a rename) below the results folder
+without following a link (:mod:`matchopt.safe_paths`). A rerun of the same command finds
 the snapshot, checks that it belongs to the same run (method, config, seed and data, by a
 digest), restores it and trains the remaining epochs: the designs are the same as those of an
 uninterrupted run. A fit of several loops (MATCH-OPT's training, then its refit on all rows) keeps
 one file per loop (``seed0.pt``, ``seed0.refit.pt``), so a kill in a later loop keeps the earlier
-ones finished.
+ones finished. Snapshots of the older ``torch.save`` format are not read (a warning; the
+training starts from scratch and writes the new format).
 
 The last epoch always leaves a snapshot (the finished state), and it stays after ``fit``: a run
 killed after its training, while it searches or is scored, takes its trained model from there
@@ -21,15 +23,18 @@ a finished snapshot trains nothing and gives the same model).
 
 A snapshot is checked whole before anything is restored from it (:meth:`LoopSnapshots.start`): its
 content must hash to the digest written with it (:func:`content_digest`: parts changed or mixed
-after the save, such as weights of another epoch or an optimizer state of another learning rate,
-are never trained on), its epoch in ``0..epochs``, every part present with the shapes and types of
-the live modules, optimizers and generators, the values the loop keeps (losses, one per epoch
-trained, and the method's own), and its training time a finite number of seconds >= 0. A snapshot
-of this run that fails a check (corrupted, or crafted) is ignored with a one-line warning on stderr
-and the training starts from scratch; one of another run (another key) is ignored silently. A
-snapshot that cannot be written (a full disk) does not stop the run: a one-line warning, and the
-run goes on without it; the previous snapshot stays whole (the writes are atomic), so that a rerun
-after a kill resumes from there.
+after the save, such as weights of another epoch, are never trained on). Since anyone who edits
+a file can compute a digest again, what it says is checked against the run it resumes too: its
+epoch in ``0..epochs``, every part present with the shapes and types of the live modules,
+optimizers and generators, each optimizer's settings (learning rate, betas...) equal to the live
+one's, as many optimizer steps as the epochs it claims take (where the loop says how many an
+epoch takes), the values the loop keeps (losses, one per epoch trained, and the method's own),
+and its training time a number of seconds from 0 to a year
+(:data:`~matchopt.records.MAX_SECONDS`). A snapshot of this run that fails a check (corrupted, or
+crafted) is ignored with a one-line warning on stderr and the training starts from scratch; one
+of another run (another key) is ignored silently. A snapshot that cannot be written (a full
+disk) does not stop the run: a one-line warning, and the run goes on without it; the previous
+snapshot stays whole (the writes are atomic), so that a rerun after a kill resumes from there.
 
 A first Ctrl-C during a training loop that keeps snapshots (inside :func:`save_on_interrupt`,
 which ``matchopt run`` and a one-worker ``bench`` use) does not stop the loop at once: the loop
@@ -46,13 +51,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import glob
 import hashlib
-import io
 import json
 import math
 import numbers
 import os
+import re
 import secrets
 import signal
 import sys
@@ -66,7 +70,16 @@ import numpy as np
 import torch
 
 from matchopt.errors import MatchoptError, printable
-from matchopt.io import atomic_write_bytes
+from matchopt.records import MAX_SECONDS
+from matchopt.safe_paths import (
+    LinkError,
+    open_folder,
+    parts_below,
+    read_below,
+    temporary_name,
+    write_below,
+)
+from matchopt.state import MAX_FILE_BYTES, StateError, load_state, state_bytes
 
 #: Environment variable: seconds between snapshots (default :data:`DEFAULT_EVERY`).
 EVERY_ENV = "MATCHOPT_CHECKPOINT_SECONDS"
@@ -74,6 +87,11 @@ EVERY_ENV = "MATCHOPT_CHECKPOINT_SECONDS"
 DEFAULT_EVERY = 300.0
 #: The folder of a results folder that holds the snapshots of its running cells.
 SNAPSHOT_FOLDER = ".snapshots"
+#: The ``kind`` of the state files (:mod:`matchopt.state`) that hold snapshots.
+SNAPSHOT_KIND = "training-snapshot"
+#: The stages of a fit other than ``main``, each a file ``<stem>.<stage><suffix>``: MATCH-OPT's
+#: refit, an ensemble's members, CMA-ES's search of n designs. Clean-ups delete these names only.
+STAGE_NAME = re.compile(r"refit|member(0|[1-9][0-9]{0,5})|search-[1-9][0-9]{0,8}")
 
 
 class _Interrupt:
@@ -270,6 +288,12 @@ def optimizer_state_problem(optimizer: torch.optim.Optimizer, saved: Any, where:
     ):
         if list(saved_group["params"]) != list(live_group["params"]):
             return f"{where}['param_groups'][{i}] holds other parameters"
+        for name, value in live_group.items():  # the run's settings: lr, betas, eps...
+            if name != "params" and not _same_setting(saved_group[name], value):
+                return (
+                    f"{where}['param_groups'][{i}][{name!r}] is {shown(saved_group[name])}, "
+                    f"but this run's is {shown(value)}"
+                )
         params.update({key: (p, group) for key, p in zip(live_group["params"], group["params"])})
     state = saved["state"]
     if not isinstance(state, Mapping):
@@ -307,6 +331,35 @@ def optimizer_state_problem(optimizer: torch.optim.Optimizer, saved: Any, where:
     return None
 
 
+def _same_setting(saved: Any, live: Any) -> bool:
+    """An optimizer setting of a snapshot equals the live one (betas: element by element)."""
+    if isinstance(live, (list, tuple)):
+        return isinstance(saved, (list, tuple)) and list(saved) == list(live)
+    if isinstance(live, torch.Tensor):
+        return isinstance(saved, torch.Tensor) and torch.equal(saved.cpu(), live.cpu())
+    return type(saved) is type(live) and saved == live
+
+
+def steps_problem(parts: dict[str, Any], saved: Mapping, epoch: int, per_epoch: int) -> str | None:
+    """What makes the Adam optimizers' step counts in the snapshot parts ``saved`` other than
+    ``epoch`` epochs of ``per_epoch`` steps, or None: a snapshot that claims epochs it did not
+    train (its losses padded, its epoch raised) would skip them."""
+    expected = epoch * per_epoch
+    for name, part in parts.items():
+        if not isinstance(part, torch.optim.Adam):
+            continue
+        steps = [entry["step"] for entry in saved[name]["state"].values() if entry]
+        if expected and not steps:
+            return f"snapshot part {name!r} took no optimizer step in {epoch} epochs"
+        for step in steps:
+            if float(step) != expected:
+                return (
+                    f"snapshot part {name!r} took {float(step):g} optimizer steps, not the "
+                    f"{expected} of {epoch} epochs"
+                )
+    return None
+
+
 def part_problem(part: Any, saved: Any, where: str) -> str | None:
     """What keeps the saved state of a snapshot part (module, optimizer, generator, or any
     object with ``state_dict``) from restoring it, or None. Nothing is changed: generators are
@@ -340,10 +393,18 @@ class TrainingCheckpoint:
     Args:
         path: the snapshot file.
         every: seconds between snapshots (0: after every epoch).
+        root: the folder below which no link is followed (default :func:`snapshot_root`).
     """
 
-    def __init__(self, path: str | os.PathLike, every: float | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        every: float | None = None,
+        root: str | os.PathLike | None = None,
+    ):
         self.path = Path(path)
+        self.root = snapshot_root(self.path) if root is None else Path(root)
+        parts_below(self.root, self.path)  # a path outside its root is a mistake of the caller
         self.every = default_every() if every is None else float(every)
         self.key: str | None = None
         self._last = self._started = time.monotonic()
@@ -360,9 +421,11 @@ class TrainingCheckpoint:
 
     def stage_path(self, stage: str) -> Path:
         """The file of ``stage``: :attr:`path` for ``main``, ``<stem>.<stage><suffix>`` beside it
-        for the others."""
+        for the others (:data:`STAGE_NAME`)."""
         if stage == "main":
             return self.path
+        if not STAGE_NAME.fullmatch(stage):
+            raise ValueError(f"snapshot stage {stage!r} is not one of STAGE_NAME")
         return self.path.with_name(f"{self.path.stem}.{stage}{self.path.suffix}")
 
     def load(
@@ -375,20 +438,16 @@ class TrainingCheckpoint:
         cannot be used.
 
         A snapshot of this run is checked before it is taken: its training time (``seconds``)
-        must be a finite number >= 0, and ``check`` (given the whole snapshot) must find nothing
-        wrong. One that fails, or a file that cannot be read, is ignored with a one-line warning
-        that ends with ``restart`` (what the caller does instead).
+        must be a number of seconds from 0 to :data:`~matchopt.records.MAX_SECONDS`, and
+        ``check`` (given the whole snapshot) must find nothing wrong. One that fails, or a file
+        that cannot be read, is ignored with a one-line warning that ends with ``restart`` (what
+        the caller does instead).
+
+        Raises:
+            LinkError: a folder on the way below :attr:`root`, or the file, is a link.
         """
         path = self.stage_path(stage)
-        if not path.is_file():
-            return None
-        try:
-            # Onto the CPU: a snapshot written on a GPU then resumes on a CPU-only machine. Every
-            # tensor is restored through load_state_dict, copy_ or set_state, which place it.
-            state = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
-        except Exception:  # a foreign or broken file: start afresh, it is overwritten
-            warn(f"{path}: not a readable training snapshot; {restart}")
-            return None
+        state = self._read(path, restart)
         if not isinstance(state, dict) or not _same_text(state.get("key"), self.key):
             return None  # another run's: it is overwritten
         if not _same_text(state.get("stage"), stage):
@@ -396,12 +455,12 @@ class TrainingCheckpoint:
         seconds = state.get("seconds")
         content = {k: v for k, v in state.items() if k != "digest"}
         if not _same_text(state.get("digest"), content_digest(content)):
+            problem = "snapshot parts do not match the digest written with them (changed or mixed)"
+        elif not is_finite_number(seconds) or not 0 <= seconds <= MAX_SECONDS:
             problem = (
-                "snapshot parts do not match the digest written with them (changed, mixed or "
-                "written by an older matchopt)"
+                f"snapshot training time {shown(seconds)} is not a number of seconds from 0 "
+                f"to {MAX_SECONDS:g}"
             )
-        elif not is_finite_number(seconds) or seconds < 0:
-            problem = f"snapshot training time {shown(seconds)} is not a number of seconds >= 0"
         else:
             try:
                 problem = check(state) if check is not None else None
@@ -414,6 +473,30 @@ class TrainingCheckpoint:
             self.earlier_seconds = float(seconds)
         return state
 
+    def _read(self, path: Path, restart: str) -> Any:
+        """The content of the snapshot file ``path``, None where there is none, or None with a
+        warning where it cannot be read."""
+        try:
+            data = read_below(self.root, path, MAX_FILE_BYTES, "training snapshot")
+        except LinkError:
+            raise
+        except MatchoptError as err:  # not a regular file, too large, unreadable
+            warn(f"{err}; {restart}")
+            return None
+        if data is None:
+            return None
+        if data[:4] == b"PK\x03\x04":
+            warn(
+                f"{path}: a training snapshot of an older matchopt (torch.save), which is not "
+                f"read; {restart} (and writes the current format)"
+            )
+            return None
+        try:
+            return load_state(data, SNAPSHOT_KIND, str(path))
+        except StateError:  # a foreign or broken file: start afresh, it is overwritten
+            warn(f"{path}: not a readable training snapshot; {restart}")
+            return None
+
     def due(self) -> bool:
         return time.monotonic() - self._last >= self.every
 
@@ -421,17 +504,16 @@ class TrainingCheckpoint:
         """Write ``state`` (tensors and plain data) atomically.
 
         A write that fails (a full disk) does not stop the run: a one-line warning, the first
-        time, and the previous snapshot of ``stage`` stays as it was."""
-        buffer = io.BytesIO()
+        time, and the previous snapshot of ``stage`` stays as it was. A link below
+        :attr:`root` stops it (:class:`~matchopt.safe_paths.LinkError`)."""
         seconds = self.earlier_seconds + time.monotonic() - self._started
         entry = {**state, "key": self.key, "stage": stage, "seconds": seconds}
         entry["sitting"] = self._sitting
         entry["digest"] = content_digest(entry)
-        torch.save(entry, buffer)
+        data = state_bytes(entry, SNAPSHOT_KIND)
         path = self.stage_path(stage)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_bytes(path, buffer.getvalue())
+            write_below(self.root, path, data)
         except OSError as err:
             if not self._save_failed:
                 self._save_failed = True
@@ -440,6 +522,34 @@ class TrainingCheckpoint:
                     "the run goes on without it"
                 )
         self._last = time.monotonic()
+
+
+def snapshot_root(path: str | os.PathLike) -> Path:
+    """The folder below which the folders of the snapshot file ``path`` are matchopt's
+    (:func:`managed_root` of its folder)."""
+    return managed_root(Path(path).parent)
+
+
+def managed_root(folder: str | os.PathLike) -> Path:
+    """The results folder that holds the ``.snapshots`` folder on the way to ``folder``, else
+    ``folder`` itself: below it, matchopt follows no link (:mod:`matchopt.safe_paths`)."""
+    parts = Path(folder).parts
+    if SNAPSHOT_FOLDER not in parts:
+        return Path(folder)
+    last = len(parts) - 1 - parts[::-1].index(SNAPSHOT_FOLDER)
+    return Path(*parts[:last]) if last else Path(".")
+
+
+def snapshot_bytes(state: dict[str, Any]) -> bytes:
+    """A snapshot's content as the bytes of its file (what :meth:`TrainingCheckpoint.save`
+    writes; also for tests that craft one)."""
+    return state_bytes(state, SNAPSHOT_KIND)
+
+
+def read_snapshot(path: str | os.PathLike) -> dict[str, Any]:
+    """The content of a snapshot file, unchecked (for tools and tests; a run checks it)."""
+    path = Path(path)
+    return load_state(path.read_bytes(), SNAPSHOT_KIND, str(path))
 
 
 def content_digest(value: Any) -> str:
@@ -463,6 +573,14 @@ def content_digest(value: Any) -> str:
             digest.update(f"L{len(item)}".encode())
             for part in item:
                 feed(part)
+        elif isinstance(item, np.ndarray):
+            feed(torch.from_numpy(np.ascontiguousarray(item)))
+        elif isinstance(item, (bool, np.bool_)):
+            digest.update(f"B{bool(item)}".encode())
+        elif is_integer(item):
+            digest.update(f"I{int(item)}".encode())
+        elif is_number(item):  # a numpy float reads back as a float: the same digest
+            digest.update(f"F{float(item)!r}".encode())
         else:
             digest.update(f"V{item!r}".encode())
 
@@ -474,31 +592,65 @@ def _same_text(value: Any, expected: str | None) -> bool:
     return isinstance(value, str) and value == expected
 
 
-def snapshot_files(path: str | os.PathLike) -> list[Path]:
+def snapshot_files(path: str | os.PathLike, root: str | os.PathLike | None = None) -> list[Path]:
     """The files of the snapshot ``path`` that exist: it and those of its other stages
-    (:meth:`TrainingCheckpoint.stage_path`)."""
+    (:meth:`TrainingCheckpoint.stage_path`: names of :data:`STAGE_NAME` only), reached without
+    following a link below ``root`` (default :func:`snapshot_root`)."""
     path = Path(path)
-    stages = path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}")
-    return [p for p in [path, *stages] if p.is_file()]
+    root = snapshot_root(path) if root is None else root
+    with open_folder(root, parts_below(root, path.parent)) as folder:
+        if folder is None:
+            return []
+        return [path.with_name(name) for name in _stage_names(folder, path) if folder.is_file(name)]
 
 
-def remove_snapshot(path: str | os.PathLike) -> None:
-    """Remove the snapshot ``path`` and those of its other stages
-    (:meth:`TrainingCheckpoint.stage_path`), then the folders that this leaves empty, up to and
-    including the ``.snapshots`` folder a run keeps them in."""
+def _stage_names(folder: Any, path: Path) -> list[str]:
+    """The names in ``folder`` that are (or whose temporary files are) files of the snapshot
+    ``path``: its own and those of its stages, exactly."""
+    stem, suffix = f"{path.stem}.", path.suffix
+    stages = set()
+    for name in folder.names():
+        if name.startswith(".") and name.endswith(".tmp"):
+            name = name[1:-4]
+        inner = name[len(stem) : len(name) - len(suffix)]
+        if name.startswith(stem) and name.endswith(suffix) and STAGE_NAME.fullmatch(inner):
+            stages.add(name)
+    return [path.name, *sorted(stages)]
+
+
+def remove_snapshot_temporaries(
+    path: str | os.PathLike, root: str | os.PathLike | None = None
+) -> None:
+    """Remove the temporary files that a killed write left for the files of the snapshot
+    ``path`` (:func:`snapshot_files`' names), each by its exact name."""
     path = Path(path)
-    path.unlink(missing_ok=True)
-    for stage_file in path.parent.glob(f"{glob.escape(path.stem)}.*{glob.escape(path.suffix)}"):
-        stage_file.unlink(missing_ok=True)
-    if SNAPSHOT_FOLDER not in path.parent.parts:
+    root = Path(snapshot_root(path) if root is None else root)
+    with open_folder(root, parts_below(root, path.parent)) as folder:
+        for name in _stage_names(folder, path) if folder is not None else ():
+            folder.remove(temporary_name(name))
+
+
+def remove_snapshot(path: str | os.PathLike, root: str | os.PathLike | None = None) -> None:
+    """Remove the snapshot ``path`` and those of its other stages, each by its exact name (and
+    the temporary file through which it is written), then the folders that this leaves empty,
+    up to and including the ``.snapshots`` folder a run keeps them in; no link below ``root``
+    (default :func:`snapshot_root`) is followed."""
+    path = Path(path)
+    root = Path(snapshot_root(path) if root is None else root)
+    parts = parts_below(root, path.parent)
+    with open_folder(root, parts) as folder:
+        if folder is None:
+            return
+        for name in _stage_names(folder, path):
+            folder.remove(name)
+            folder.remove(temporary_name(name))
+    if SNAPSHOT_FOLDER not in parts:
         return
-    for folder in path.parents:
-        try:
-            folder.rmdir()  # only an empty folder goes
-        except OSError:
-            return
-        if folder.name == SNAPSHOT_FOLDER:
-            return
+    top = len(parts) - 1 - parts[::-1].index(SNAPSHOT_FOLDER)
+    for end in range(len(parts), top, -1):  # only an empty folder goes
+        with open_folder(root, parts[: end - 1]) as parent:
+            if parent is None or not parent.remove_folder(parts[end - 1]):
+                return
 
 
 def generator_state(rng: np.random.Generator) -> dict[str, Any]:
@@ -556,11 +708,16 @@ class LoopSnapshots:
         return part.state_dict()
 
     def problem(
-        self, state: dict[str, Any], epochs: int, check: ValuesCheck | None = None
+        self,
+        state: dict[str, Any],
+        epochs: int,
+        check: ValuesCheck | None = None,
+        steps_per_epoch: int | None = None,
     ) -> str | None:
         """What keeps the snapshot ``state`` from resuming this loop of ``epochs`` epochs, or
-        None: its epoch, its parts against the live ones, its losses (a number per epoch
-        trained), and ``check`` on its values."""
+        None: its epoch, its parts against the live ones, its optimizer steps (with
+        ``steps_per_epoch``: :func:`steps_problem`), its losses (a number per epoch trained),
+        and ``check`` on its values."""
         epoch = state.get("epoch")
         if not is_integer(epoch):
             return f"snapshot epoch {shown(epoch)} is not an integer"
@@ -575,6 +732,10 @@ class LoopSnapshots:
             problem = part_problem(part, parts[name], f"snapshot part {name!r}")
             if problem:
                 return problem
+        if steps_per_epoch is not None:
+            problem = steps_problem(self.parts, parts, int(epoch), steps_per_epoch)
+            if problem:
+                return problem
         values = state.get("values")
         if not isinstance(values, Mapping):
             return f"snapshot values {shown(values)} is not a dict"
@@ -586,14 +747,18 @@ class LoopSnapshots:
             return f"snapshot losses {shown(losses)} are not all numbers"
         return check(values, int(epoch)) if check is not None else None
 
-    def resume(self, epochs: int, check: ValuesCheck | None = None) -> dict[str, Any] | None:
+    def resume(
+        self, epochs: int, check: ValuesCheck | None = None, steps_per_epoch: int | None = None
+    ) -> dict[str, Any] | None:
         """Restore the parts from a snapshot of this run; returns its saved values (with
         ``epoch``), or None when there is nothing to resume. The snapshot is checked whole
         first (:meth:`problem`, :meth:`TrainingCheckpoint.load`): one that fails leaves every
         part as it was (a warning, and the loop starts from scratch)."""
         if self.checkpoint is None:
             return None
-        saved = self.checkpoint.load(self.stage, lambda state: self.problem(state, epochs, check))
+        saved = self.checkpoint.load(
+            self.stage, lambda state: self.problem(state, epochs, check, steps_per_epoch)
+        )
         if saved is None:
             return None
         for name, part in self.parts.items():
@@ -606,13 +771,20 @@ class LoopSnapshots:
                 part.load_state_dict(state)
         return dict(saved["values"]) | {"epoch": int(saved["epoch"])}
 
-    def start(self, losses: list[float], epochs: int, check: ValuesCheck | None = None) -> int:
+    def start(
+        self,
+        losses: list[float],
+        epochs: int,
+        check: ValuesCheck | None = None,
+        steps_per_epoch: int | None = None,
+    ) -> int:
         """:meth:`resume` a loop of ``epochs`` epochs, refill ``losses`` in place with the saved
         ones; returns the first epoch to train (0 without a snapshot). Other saved values are in
         ``self.saved``; ``check`` (given them and the epoch) says what is wrong with them, so that
         a snapshot whose values the method could not restore is ignored before anything is
-        restored from it."""
-        self.saved = self.resume(epochs, check) or {}
+        restored from it; ``steps_per_epoch``: the optimizer steps an epoch takes, where the
+        loop knows them (:func:`steps_problem`)."""
+        self.saved = self.resume(epochs, check, steps_per_epoch) or {}
         losses[:] = self.saved.get("losses", [])
         _Interrupt.training = self.checkpoint is not None
         return self.saved.get("epoch", 0)

@@ -55,6 +55,7 @@ def make(name: str, data_dir: str | os.PathLike | None = None) -> DesignBenchTas
 
     Raises:
         MatchoptError: an unknown name (the known ones are listed) or missing data files.
+        TypeError: ``data_dir`` is not a path (str or os.PathLike).
     """
     if not isinstance(name, str):
         raise MatchoptError(f"a task name is a string, got {type(name).__name__}")

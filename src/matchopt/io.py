@@ -6,11 +6,11 @@ import contextlib
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from matchopt.errors import MatchoptError
+from matchopt.safe_paths import open_folder
 
 
 def check_output_folder(path: str | os.PathLike, what: str = "output folder") -> Path:
@@ -38,49 +38,12 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     The bytes reach the disk (fsync) before the rename, and the rename before returning, so
     that a crash or power loss right after leaves the old file or the new one, never an empty
     one. The folder is created if needed. A file that is replaced keeps its permission bits; a
-    new one gets the usual permissions (0666 minus the umask).
+    new one gets the usual permissions (0666 minus the umask); a link at ``path`` is replaced,
+    never written through (:meth:`matchopt.safe_paths.Folder.write`).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        # The entry itself, not what a link points to; never the setuid, setgid or sticky bits.
-        status = path.lstat()
-        mode = status.st_mode & 0o777 if stat.S_ISREG(status.st_mode) else _new_file_mode()
-    except OSError:  # a new file
-        mode = _new_file_mode()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, mode)  # mkstemp makes owner-only files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_folder(path.parent)
-
-
-def _new_file_mode() -> int:
-    """The usual permissions of a new file: 0666 minus the umask."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (POSIX; folders cannot be opened on Windows)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on folders; the rename stands anyway
-        pass
-    finally:
-        os.close(fd)
+    with open_folder(path.parent, create=True) as folder:
+        folder.write(path.name, data, owned=False)
 
 
 #: What a lock file may hold: nothing, or the record :func:`file_lock` writes.

@@ -3,7 +3,9 @@ and the one mean +- std summary table printed by ``run`` and ``bench``.
 
 A results folder holds ``<task>/<method>/seed<k>.json`` (the record), optionally
 ``seed<k>.designs.npy`` beside it (the designs), and ``seed<k>.error.json`` for a grid cell that
-failed. Records are written atomically (:func:`matchopt.io.atomic_write_bytes`).
+failed. Records are written atomically, and no link below the results folder is followed
+(:mod:`matchopt.safe_paths`); a record is read only from a regular file of at most
+:data:`MAX_RECORD_BYTES`.
 
 Time fields, one meaning each: ``fit_seconds`` and ``search_seconds`` (the method's own work;
 their sum is :attr:`RunRecord.wall_seconds`, what reports compare) and ``extra["cell_seconds"]``
@@ -27,9 +29,11 @@ from typing import Any
 import numpy as np
 
 from matchopt.errors import MatchoptError
-from matchopt.io import atomic_write_bytes
+from matchopt.safe_paths import read_below, read_regular, write_below
 
 RECORD_NAME = re.compile(r"^seed(\d+)\.json$")
+#: Largest record file read (a record of 128 designs takes a few kilobytes).
+MAX_RECORD_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -84,27 +88,41 @@ def error_path(out_dir: str | Path, task: str, method: str, seed: int) -> Path:
 # --- Writing and reading -------------------------------------------------------------------------
 
 
+def designs_path(path: Path) -> Path:
+    """``seed<k>.designs.npy`` beside the record ``seed<k>.json``."""
+    return path.with_suffix(".designs.npy")
+
+
 def write_record(out_dir: str | Path, record: RunRecord, designs: np.ndarray | None = None) -> Path:
-    """Write the record (and the designs as .npy beside it), each atomically."""
+    """Write the record (and the designs as .npy beside it), each atomically, following no
+    link below ``out_dir``."""
     path = record_path(out_dir, record.task, record.method, record.seed)
     if designs is not None:
         buffer = io.BytesIO()
         np.save(buffer, designs)
-        atomic_write_bytes(path.with_suffix(".designs.npy"), buffer.getvalue())
-    atomic_write_bytes(path, (record.to_json() + "\n").encode())
+        write_below(out_dir, designs_path(path), buffer.getvalue())
+    write_below(out_dir, path, (record.to_json() + "\n").encode())
     return path
 
 
-def read_record(path: str | Path) -> RunRecord:
-    """One record file, checked field by field.
+def read_record(path: str | Path, root: str | Path | None = None) -> RunRecord:
+    """One record file, checked field by field; with ``root`` (a results folder it is inside),
+    reached without following a link below it.
 
     Raises:
-        MatchoptError: the file cannot be read or a field has the wrong type.
+        MatchoptError: the file is missing, not a regular file, too large or unreadable, or a
+            field has the wrong type.
     """
     path = Path(path)
+    if root is None:
+        data = read_regular(path, MAX_RECORD_BYTES, "run record")
+    else:
+        data = read_below(root, path, MAX_RECORD_BYTES, "run record")
+        if data is None:
+            raise MatchoptError(f"{path}: no such run record")
     try:
-        record = RunRecord.from_json(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError, RecursionError) as err:  # JSON, UTF-8: ValueErrors
+        record = RunRecord.from_json(data.decode("utf-8"))
+    except (ValueError, TypeError, RecursionError) as err:  # JSON, UTF-8: ValueErrors
         raise MatchoptError(f"{path}: not a readable run record ({err})") from None
     problem = _record_problem(record)
     if problem:
@@ -137,6 +155,22 @@ def _shown(value: object, limit: int = 40) -> str:
 MAX_SECONDS = 3.2e7
 #: Largest normalized score (in absolute value) a record may hold.
 SCORE_LIMIT = 1e12
+
+
+def check_record(record: RunRecord) -> None:
+    """Refuse to write a record that reading it back would refuse (:func:`read_record`): a
+    run whose scores or times make no sense (a score beyond +-1e12, a training of more than a
+    year) fails with the reason instead.
+
+    Raises:
+        MatchoptError: naming the run and the field.
+    """
+    problem = _record_problem(record)
+    if problem:
+        raise MatchoptError(
+            f"the run {record.task}/{record.method}/seed{record.seed} gives an impossible "
+            f"record ({problem}); no record written"
+        )
 
 
 def _record_problem(record: RunRecord) -> str | None:
@@ -239,8 +273,8 @@ def load_records(results_dir: str | Path) -> list[RunRecord]:
     seen: dict[tuple[str, str, int], Path] = {}
     for path in sorted(root.rglob("seed*.json")):
         match = RECORD_NAME.match(path.name)
-        if match is None or not path.is_file():
-            continue
+        if match is None or path.is_dir():
+            continue  # a record's name on a device, pipe or link to one is refused on reading
         record = read_record(path)
         # The layout is the index of a results folder; a record copied to another seed's or
         # method's file would silently count twice, so path and contents must agree.

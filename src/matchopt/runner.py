@@ -15,7 +15,7 @@ from matchopt._version import __version__, source_commit
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import lab_view, percentile
 from matchopt.methods import Method, RunContext, make_method
-from matchopt.records import RunRecord
+from matchopt.records import RunRecord, check_record
 from matchopt.runtime import limit_threads, resolve_device
 from matchopt.tasks import Task, load_task
 
@@ -161,7 +161,7 @@ def _propose_and_score(
         )
     extra = {"environment": environment(solver.device_), **_fit_report(solver)}
     extra["lab"] = lab_view(designs, scores, task_obj.offline.x, task_obj.measured(designs))
-    return RunRecord(
+    record = RunRecord(
         task=task_obj.name,
         method=method,
         seed=seed,
@@ -176,7 +176,9 @@ def _propose_and_score(
         version=__version__,
         n_designs=n_designs,
         extra=extra,
-    ), designs
+    )
+    check_record(record)
+    return record, designs
 
 
 def environment(device: Any = "cpu") -> dict[str, Any]:

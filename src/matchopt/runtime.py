@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from matchopt.errors import MatchoptError
+from matchopt.errors import MatchoptError, printable
 
 if TYPE_CHECKING:
     import torch
@@ -252,10 +253,7 @@ def available_memory() -> int | None:
     leaves; None where neither can be read (then nothing is refused)."""
     chosen = os.environ.get(MEMORY_ENV)
     if chosen:
-        try:
-            return int(float(chosen) * 2**30)
-        except ValueError:
-            raise MatchoptError(f"${MEMORY_ENV}={chosen!r}: expected a number of GiB") from None
+        return memory_limit(chosen)
     found = []
     try:
         with open("/proc/meminfo") as handle:
@@ -275,6 +273,29 @@ def available_memory() -> int | None:
     except (OSError, ValueError):
         pass
     return min(found) if found else None
+
+
+#: Largest ``$MATCHOPT_MEMORY_GIB`` taken (a pebibyte): beyond, the number is a mistake.
+MAX_MEMORY_GIB = 2**20
+
+
+def memory_limit(text: str) -> int:
+    """Bytes of the ``$MATCHOPT_MEMORY_GIB`` setting ``text``: a number of GiB above 0 and at
+    most :data:`MAX_MEMORY_GIB` (inf, NaN, 0 and negative numbers are refused).
+
+    Raises:
+        MatchoptError: naming the setting and what it takes.
+    """
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = math.nan
+    if not 0 < gib <= MAX_MEMORY_GIB:
+        raise MatchoptError(
+            f"${MEMORY_ENV}={printable(text, 60)!r}: expected a number of GiB above 0 and at "
+            f"most {MAX_MEMORY_GIB:,}"
+        )
+    return int(gib * 2**30)
 
 
 def check_memory(needed: float, what: str) -> None:

@@ -2,11 +2,10 @@
 
 A fitted method (or a :class:`~matchopt.tabular.TableOptimizer`) is written as one safetensors
 file: raw tensor buffers behind a JSON header, whose metadata holds matchopt's own JSON header
-(:data:`HEADER_KEY`); it is read with no pickle at all (``safetensors.torch.load``). Files of the
-older format (``torch.save`` of ``{"header": <JSON text>, "tensors": {name: tensor}}``) are read
-with ``torch.load(weights_only=True)`` only under a torch release with no published advisory
-against that loader (:data:`SAFE_TORCH_LOAD`), and refused with the reason under older ones. The
-JSON header describes the object graph:
+(:data:`HEADER_KEY`); it is read with no pickle at all (safetensors' own loader). Files of the
+older format (a ``torch.save`` archive of ``{"header": <JSON text>, "tensors": {name: tensor}}``)
+are refused unread with how to convert them (:data:`CONVERTER`): reading them would take torch's
+unpickler. The JSON header describes the object graph:
 
 - numbers, strings, None, lists, tuples, sets and dicts (any JSON-able keys);
 - numpy arrays (raw bytes in a tensor, with dtype and shape; object arrays are refused) and
@@ -43,12 +42,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import io
 import json
 import re
 import sys
-import warnings
-import zipfile
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +56,7 @@ import torch.nn.functional as F
 
 from matchopt._version import __version__
 from matchopt.errors import MatchoptError
+from matchopt.safe_paths import size_text
 
 #: Value of the header's ``format`` in every file this module writes.
 FORMAT = "matchopt-state"
@@ -87,10 +84,8 @@ _MODULE_BASE_ATTRS = frozenset(vars(torch.nn.Module()))
 MAX_FILE_BYTES = 4 * 2**30
 #: The key of the safetensors metadata that holds a model file's JSON header.
 HEADER_KEY = "matchopt"
-#: The first torch release whose weights-only unpickler has no published advisory
-#: (CVE-2025-32434: torch <= 2.5.1; CVE-2026-24747: torch < 2.10.0). Model files of the older,
-#: torch.save-based format are read only under it or newer.
-SAFE_TORCH_LOAD = (2, 10)
+#: The script that converts a model file of the older (torch.save) format to the current one.
+CONVERTER = "examples/convert_model_file.py"
 #: Longest JSON header read or written (characters): a header describes objects, not data
 #: (arrays go in tensors), so real ones are kilobytes; parsing takes several times its size.
 MAX_HEADER_CHARS = 16 * 2**20
@@ -133,15 +128,20 @@ class StateError(MatchoptError):
     """A model file that cannot be read (or an object that cannot be saved)."""
 
 
-def check_predictions(source: str, what: str, predict: Callable[[], Any], n_rows: int) -> None:
+def check_predictions(
+    source: str, what: str, predict: Callable[[], Any], n_rows: int, finite: bool = False
+) -> None:
     """The last check of objects read from a model file: ``predict()`` returns arrays of
-    ``n_rows`` predictions (several as a tuple); any failure is one :class:`StateError` naming
-    ``source`` and ``what`` failed (e.g. "its surrogates fail to predict the measured rows")."""
+    ``n_rows`` predictions (several as a tuple), with ``finite`` numbers only (a model whose
+    scaling was edited predicts NaN); any failure is one :class:`StateError` naming ``source``
+    and ``what`` failed (e.g. "its surrogates fail to predict the measured rows")."""
     try:
         outputs = predict()
         for output in outputs if isinstance(outputs, tuple) else (outputs,):
             if np.shape(output) != (n_rows,):
                 raise ValueError(f"{np.shape(output)} predictions for {n_rows} rows")
+            if finite and not np.isfinite(np.asarray(output, dtype=np.float64)).all():
+                raise ValueError("predictions that are NaN or infinite")
     except Exception as err:
         why = " ".join(f"{type(err).__name__}: {err}".split())[:300]
         raise StateError(f"{source}: not a valid matchopt model file ({what}: {why})") from None
@@ -311,8 +311,8 @@ def state_bytes(obj: Any, kind: str) -> bytes:
     text = json.dumps(header)
     if len(text) > MAX_HEADER_CHARS:
         raise StateError(
-            f"cannot save {type(obj).__name__}: its description takes {_size(len(text))}, over "
-            f"the {_size(MAX_HEADER_CHARS)} a model file may hold (arrays are saved apart, so "
+            f"cannot save {type(obj).__name__}: its description takes {size_text(len(text))}, over "
+            f"the {size_text(MAX_HEADER_CHARS)} a model file may hold (arrays are saved apart, so "
             "this is a very large Python list, dict or text)"
         )
     from safetensors.torch import save
@@ -322,17 +322,9 @@ def state_bytes(obj: Any, kind: str) -> bytes:
     if len(data) > MAX_FILE_BYTES:
         raise StateError(
             f"cannot save {type(obj).__name__}: the model file would take "
-            f"{_size(len(data))}, over the {_size(MAX_FILE_BYTES)} matchopt reads"
+            f"{size_text(len(data))}, over the {size_text(MAX_FILE_BYTES)} matchopt reads"
         )
     return data
-
-
-def _size(n: int) -> str:
-    """``n`` bytes in words (e.g. ``16 MiB``)."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} bytes"
 
 
 # --- Reading --------------------------------------------------------------------------------------
@@ -785,42 +777,6 @@ def _check_sequential(decoder: _Decoder, module: torch.nn.Sequential, where: str
             width = None
 
 
-def _check_archive(data: bytes, source: str) -> None:
-    """Refuse a model file over the size limits, or whose archive would unpack to more, before
-    torch reads it (torch inflates compressed archive entries: a small file could unpack to
-    gigabytes)."""
-    if len(data) > MAX_FILE_BYTES:
-        raise StateError(
-            f"{source}: not read: it takes {_size(len(data))}, over the {_size(MAX_FILE_BYTES)} "
-            f"a matchopt model file may take"
-        )
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            entries = archive.infolist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as err:
-        # torch.save writes archives; torch's older format is not read at all.
-        raise _not_read(source, f"not a zip archive: {err}") from None
-    if len(entries) > MAX_ENTRIES:
-        raise StateError(
-            f"{source}: not read: it holds {len(entries):,} entries, over the "
-            f"{MAX_ENTRIES:,} a matchopt model file may hold"
-        )
-    unpacked = sum(entry.file_size for entry in entries)
-    if unpacked > MAX_FILE_BYTES:
-        raise StateError(
-            f"{source}: not read: it unpacks to {_size(unpacked)}, over the "
-            f"{_size(MAX_FILE_BYTES)} a matchopt model file may take"
-        )
-    pickled = max(
-        (entry.file_size for entry in entries if entry.filename.endswith("data.pkl")), default=0
-    )
-    if pickled > MAX_HEADER_CHARS + 2**20:  # the header and a line per tensor
-        raise StateError(
-            f"{source}: not read: its header takes {_size(pickled)}, over the "
-            f"{_size(MAX_HEADER_CHARS)} a matchopt model file may hold"
-        )
-
-
 def _read_safetensors(data: bytes, source: str) -> tuple[str, dict[str, torch.Tensor]]:
     """The JSON header and the tensors of a model file (safetensors: a length, a JSON header of
     tensor dtypes, shapes and offsets with matchopt's header in its metadata, raw buffers; no
@@ -830,8 +786,8 @@ def _read_safetensors(data: bytes, source: str) -> tuple[str, dict[str, torch.Te
 
     if len(data) > MAX_FILE_BYTES:
         raise StateError(
-            f"{source}: not read: it takes {_size(len(data))}, over the {_size(MAX_FILE_BYTES)} "
-            f"a matchopt model file may take"
+            f"{source}: not read: it takes {size_text(len(data))}, over the "
+            f"{size_text(MAX_FILE_BYTES)} a matchopt model file may take"
         )
     length = int.from_bytes(data[:8], "little") if len(data) >= 8 else -1
     if not 0 < length <= MAX_HEADER_CHARS + 64 * MAX_ENTRIES or 8 + length > len(data):
@@ -853,31 +809,12 @@ def _read_safetensors(data: bytes, source: str) -> tuple[str, dict[str, torch.Te
     return header_text, tensors
 
 
-def _read_torch_archive(data: bytes, source: str) -> tuple[str, dict[str, Any]]:
-    """The header and tensors of a model file of the older format (``torch.save``, read with
-    ``torch.load(weights_only=True)``), only under a torch release with no published advisory
-    against that loader (:data:`SAFE_TORCH_LOAD`)."""
-    release = tuple(int(part) for part in re.findall(r"\d+", torch.__version__)[:2])
-    if release < SAFE_TORCH_LOAD:
-        raise StateError(
-            f"{source}: a model file of the older format (torch.save), not read under torch "
-            f"{torch.__version__}: its weights-only loader has published advisories "
-            "(CVE-2025-32434, CVE-2026-24747; fixed in 2.10.0); read it under torch >= 2.10 and "
-            "save it again, or fit the model again"
-        )
-    _check_archive(data, source)
-    try:
-        with warnings.catch_warnings():
-            # A foreign pickle protocol only draws a warning before the refusal below.
-            warnings.simplefilter("ignore", UserWarning)
-            content = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as err:  # torch raises many types for a foreign or crafted file
-        raise _not_read(source, str(err)) from None
-    header_text = content.get("header") if isinstance(content, dict) else None
-    tensors = content.get("tensors") if isinstance(content, dict) else None
-    if not isinstance(header_text, str) or not isinstance(tensors, dict):
-        raise StateError(f"{source}: not a matchopt model file (no header)")
-    return header_text, tensors
+def _older_format(source: str) -> StateError:
+    return StateError(
+        f"{source}: a model file of matchopt's older format (a torch.save archive), which is not "
+        "read: reading it would take torch's unpickler; convert it with "
+        f"{CONVERTER} from matchopt's repository (under torch >= 2.10), or fit the model again"
+    )
 
 
 def _not_read(source: str, reason: str) -> StateError:
@@ -893,19 +830,27 @@ def load_state(data: bytes, kind: str, source: str = "model") -> Any:
     """The object in the bytes of a model file of ``kind`` (written by :func:`state_bytes`).
 
     Raises:
+        TypeError: ``data`` is not bytes, a bytearray or a memoryview.
         StateError: not a model file (e.g. an old pickle-based one: refused unread), another
             kind, a newer format, a file or header over the size limits, a header that names
             anything matchopt does not load, or objects that fail their checks (see the module
             notes); the message names the file and where the problem is.
     """
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, bytes):
+        raise TypeError(
+            f"a model file's data must be bytes (or a bytearray or memoryview), not "
+            f"{type(data).__name__}"
+        )
     if data[:4] == b"PK\x03\x04":  # the older format: a torch.save archive
-        header_text, tensors = _read_torch_archive(data, source)
-    else:
-        header_text, tensors = _read_safetensors(data, source)
+        raise _older_format(source)
+    header_text, tensors = _read_safetensors(data, source)
     if len(header_text) > MAX_HEADER_CHARS:
         raise StateError(
             f"{source}: not a valid matchopt model file (its header takes "
-            f"{_size(len(header_text))}, over the {_size(MAX_HEADER_CHARS)} a model file may hold)"
+            f"{size_text(len(header_text))}, over the {size_text(MAX_HEADER_CHARS)} a model "
+            "file may hold)"
         )
     try:
         header = json.loads(header_text)
@@ -970,18 +915,21 @@ def read_state(path: str | Path, kind: str) -> Any:
 
 
 def read_model_file(path: str | Path) -> bytes:
-    """The bytes of the model file at ``path``, refused unread when it is over
-    :data:`MAX_FILE_BYTES`."""
-    path = Path(path)
-    if not path.is_file():
+    """The bytes of the model file at ``path``: a regular file (a pipe or device is refused),
+    refused unread when it is over :data:`MAX_FILE_BYTES`.
+
+    Raises:
+        TypeError: ``path`` is not a path (str or os.PathLike).
+        StateError: missing, not a regular file, too large or unreadable.
+    """
+    from matchopt.safe_paths import as_path, read_regular
+
+    path = as_path(path, "the model file")
+    if not path.exists():
         raise StateError(f"{path}: no such model file")
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise StateError(
-                f"{path}: not read: it takes {_size(size)}, over the {_size(MAX_FILE_BYTES)} "
-                f"a matchopt model file may take"
-            )
-        return path.read_bytes()
-    except OSError as err:
-        raise StateError(f"cannot read {path}: {err.strerror or err}") from None
+        return read_regular(path, MAX_FILE_BYTES, "matchopt model file")
+    except StateError:
+        raise
+    except MatchoptError as err:
+        raise StateError(str(err)) from None

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -86,26 +85,15 @@ def test_a_snapshot_of_another_run_is_ignored(tmp_path):
     assert make_method("ga", "quick").resume_from(snapshot).context.snapshot is not None
 
 
-def as_if_written_on_a_gpu(path) -> None:
-    """Relabel every tensor of a ``torch.save`` file as stored on ``cuda:0`` (what a snapshot
-    written on a GPU holds), so that loading it needs ``map_location`` on a CPU-only machine."""
-    with zipfile.ZipFile(path) as source:
-        entries = [(info.filename, source.read(info)) for info in source.infolist()]
-    cpu, gpu = b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0"  # pickled location
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as target:
-        for name, data in entries:
-            if name.endswith("data.pkl"):
-                assert cpu in data
-                data = data.replace(cpu, gpu)
-            target.writestr(name, data)
-
-
-def test_a_snapshot_written_on_a_gpu_resumes_on_the_cpu(tmp_path, monkeypatch):
+def test_a_snapshot_holds_tensors_of_no_device_and_resumes_on_the_cpu(tmp_path, monkeypatch):
+    """A snapshot file holds CPU copies of its tensors (safetensors: no device), so one written
+    on a GPU resumes on a CPU-only machine; and it is read without torch's unpickler."""
     data = load_task("potts").offline
     reference = make_method("matchopt", "validated-quick", SETTINGS, seed=1).fit(data)
     snapshot = tmp_path / "snapshot.pt"
     fit_killed_midway(data, snapshot, monkeypatch)
-    as_if_written_on_a_gpu(snapshot)
+    assert snapshot.read_bytes()[:4] != b"PK\x03\x04"  # not a torch.save archive
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load was called"))
     resumed = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
     checkpoint = resumed.resume_from(snapshot, every=0).context.snapshot
     checkpoint.bind(run_key("MatchOpt", resumed.config_, resumed.seed, data.x, data.y))
@@ -381,7 +369,7 @@ def test_ctrl_c_in_run_saves_a_snapshot_at_once_and_the_rerun_resumes_to_the_sam
     assert "stopping after this epoch to save a training snapshot" in capsys.readouterr().err
     snapshot = out / checkpoints.SNAPSHOT_FOLDER / "potts" / "matchopt" / "seed1.pt"
     assert snapshot.is_file() and not (out / "potts" / "matchopt" / "seed1.json").exists()
-    assert 0 < checkpoints.torch.load(snapshot, weights_only=True)["epoch"] < 12
+    assert 0 < checkpoints.read_snapshot(snapshot)["epoch"] < 12
     assert signal.getsignal(signal.SIGINT) is interactive_sigint  # the caller's handler is back
 
     def counting(*args, **kwargs):
@@ -422,10 +410,10 @@ CRAFT_SETTINGS = {"epochs": 3, "validation_every": 2}
 
 def finished_snapshot(path, preset="validated-quick", settings=CRAFT_SETTINGS, name="matchopt"):
     """The snapshot of a whole run (``every=0``), with the run's real key, read back as the
-    dict that ``torch.save`` wrote."""
+    dict that the snapshot file holds."""
     data = load_task("potts").offline
     make_method(name, preset, settings, seed=0).resume_from(path, every=0).fit(data)
-    return torch.load(path, weights_only=True)
+    return checkpoints.read_snapshot(path)
 
 
 def sealed(state):
@@ -526,11 +514,24 @@ CRAFTED = {
     ),
     "seconds-nan": (
         _set(["seconds"], math.nan),
-        "snapshot training time nan is not a number of seconds >= 0",
+        "snapshot training time nan is not a number of seconds from 0 to 3.2e+07",
     ),
     "seconds-negative": (
         _set(["seconds"], -1.0),
-        "snapshot training time -1.0 is not a number of seconds >= 0",
+        "snapshot training time -1.0 is not a number of seconds from 0 to 3.2e+07",
+    ),
+    "seconds-beyond-a-year": (
+        _set(["seconds"], 1e300),
+        "snapshot training time 1e+300 is not a number of seconds from 0 to 3.2e+07",
+    ),
+    "learning-rate-of-another-run": (
+        _set(["parts", "optimizer", "param_groups", 0, "lr"], 1e-2),
+        "snapshot part 'optimizer'['param_groups'][0]['lr'] is 0.01, but this run's is 0.0001",
+    ),
+    "betas-of-another-run": (
+        _set(["parts", "optimizer", "param_groups", 0, "betas"], (0.5, 0.999)),
+        "snapshot part 'optimizer'['param_groups'][0]['betas'] is (0.5, 0.999), but this run's "
+        "is (0.9, 0.999)",
     ),
 }
 
@@ -552,7 +553,7 @@ def test_a_crafted_snapshot_is_ignored_with_a_warning_and_training_starts_from_s
     snapshot = tmp_path / "seed0.pt"
     state = finished_snapshot(snapshot)
     edit(state)
-    torch.save(sealed(state), snapshot)
+    snapshot.write_bytes(checkpoints.snapshot_bytes(sealed(state)))
     capsys.readouterr()
 
     real_start, starts = checkpoints.LoopSnapshots.start, []
@@ -574,7 +575,46 @@ def test_a_crafted_snapshot_is_ignored_with_a_warning_and_training_starts_from_s
     assert method.selected_epoch_ == reference.selected_epoch_
     np.testing.assert_array_equal(method.propose(16), reference.propose(16))
     # The fresh training wrote a good snapshot over the bad one.
-    assert torch.load(snapshot, weights_only=True)["epoch"] == CRAFT_SETTINGS["epochs"]
+    assert checkpoints.read_snapshot(snapshot)["epoch"] == CRAFT_SETTINGS["epochs"]
+
+
+def test_a_snapshot_that_claims_epochs_it_did_not_train_is_not_resumed(
+    tmp_path, monkeypatch, capsys
+):
+    """A snapshot of epoch 1 of 3 whose losses are padded to 3 and epoch raised to 3 (digest
+    made again) would skip two epochs: its optimizer took one epoch's steps, so it is refused
+    and the run trains from scratch to the designs of a run without snapshots."""
+    data = load_task("potts").offline
+    settings = {"epochs": 3}
+    reference = make_method("matchopt", "quick", settings, seed=0).fit(data)
+    snapshot = tmp_path / "seed0.pt"
+    real, calls = matchopt_module.sample_trajectories, []
+
+    def killed_in_epoch_two(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", killed_in_epoch_two)
+    with pytest.raises(KeyboardInterrupt):
+        make_method("matchopt", "quick", settings, seed=0).resume_from(snapshot, 0).fit(data)
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", real)
+    state = checkpoints.read_snapshot(snapshot)
+    assert state["epoch"] == 1
+    state["epoch"], state["values"]["losses"] = 3, state["values"]["losses"] * 3
+    snapshot.write_bytes(checkpoints.snapshot_bytes(sealed(state)))
+    capsys.readouterr()
+    method = make_method("matchopt", "quick", settings, seed=0).resume_from(snapshot, 0)
+    method.fit(data)
+    (line,) = warnings_in(capsys.readouterr().err)
+    steps = int(state["parts"]["optimizer"]["state"][0]["step"])
+    assert line == (
+        f"matchopt: warning: {snapshot}: snapshot part 'optimizer' took {steps} optimizer "
+        f"steps, not the {3 * steps} of 3 epochs; training starts from scratch"
+    )
+    assert method.losses_ == reference.losses_
+    np.testing.assert_array_equal(method.propose(16), reference.propose(16))
 
 
 def test_an_unreadable_snapshot_is_ignored_with_a_warning(tmp_path, capsys):
@@ -600,9 +640,9 @@ def test_a_crafted_coms_snapshot_is_ignored_before_any_part_is_restored(tmp_path
     settings = {"epochs": 2}
     snapshot = tmp_path / "coms.pt"
     make_method("coms", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
-    state = torch.load(snapshot, weights_only=True)
+    state = checkpoints.read_snapshot(snapshot)
     state["values"]["log_alpha"] = torch.zeros(3)
-    torch.save(sealed(state), snapshot)
+    snapshot.write_bytes(checkpoints.snapshot_bytes(sealed(state)))
     capsys.readouterr()
     resumed = make_method("coms", "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     assert warnings_in(capsys.readouterr().err) == [
@@ -622,9 +662,9 @@ def test_a_crafted_cma_es_search_snapshot_is_ignored_with_a_warning(tmp_path, ca
     snapshot = tmp_path / "cma-es.pt"
     make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data).propose(8)
     search = tmp_path / "cma-es.search-8.pt"
-    state = torch.load(search, weights_only=True)
+    state = checkpoints.read_snapshot(search)
     state["groups"] = [torch.zeros(4, 5), torch.zeros(4, 36)]  # 36 features
-    torch.save(sealed(state), search)
+    search.write_bytes(checkpoints.snapshot_bytes(sealed(state)))
     capsys.readouterr()
     method = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
     np.testing.assert_array_equal(method.propose(8), reference)
@@ -646,7 +686,7 @@ def test_a_snapshot_with_a_nan_training_time_gives_a_record_the_report_reads(tmp
     snapshot.parent.mkdir(parents=True)
     state = finished_snapshot(snapshot, "quick", {"epochs": 3})
     state["seconds"] = math.nan
-    torch.save(sealed(state), snapshot)
+    snapshot.write_bytes(checkpoints.snapshot_bytes(sealed(state)))
     capsys.readouterr()
     record, designs = run_cell(cell, threads=1, snapshot=snapshot)
     assert len(warnings_in(capsys.readouterr().err)) == 1
@@ -661,12 +701,12 @@ def test_a_snapshot_with_a_nan_training_time_gives_a_record_the_report_reads(tmp
 
 @pytest.fixture
 def full_disk(monkeypatch):
-    """``full_disk(which)``: from now on, the atomic writes of :mod:`matchopt.io` whose target
-    path ``which(path)`` accepts fail as on a full disk: their temporary file is made, its first
-    write raises ``OSError(ENOSPC)``. ``full_disk(None)``: space again."""
-    import matchopt.io as matchopt_io
+    """``full_disk(which)``: from now on, the atomic writes of :mod:`matchopt.safe_paths` whose
+    target path ``which(path)`` accepts fail as on a full disk: their temporary file is made,
+    its first write raises ``OSError(ENOSPC)``. ``full_disk(None)``: space again."""
+    import matchopt.safe_paths as safe_paths
 
-    real_mkstemp, real_fdopen = matchopt_io.tempfile.mkstemp, matchopt_io.os.fdopen
+    real_temporary, real_fdopen = safe_paths.Folder._temporary, safe_paths.os.fdopen
     which, targets = [None], {}
 
     class FullFile:
@@ -685,10 +725,10 @@ def full_disk(monkeypatch):
         def __getattr__(self, name):
             return getattr(self.handle, name)
 
-    def mkstemp(*args, dir, prefix, suffix, **kwargs):
-        fd, tmp = real_mkstemp(*args, dir=dir, prefix=prefix, suffix=suffix, **kwargs)
-        targets[fd] = Path(dir) / prefix[1:-1]  # atomic_write_bytes: ".<name>." in the folder
-        return fd, tmp
+    def temporary(folder, name, owned):
+        tmp, fd = real_temporary(folder, name, owned)
+        targets[fd] = folder.path / name
+        return tmp, fd
 
     def fdopen(fd, *args, **kwargs):
         handle = real_fdopen(fd, *args, **kwargs)
@@ -697,8 +737,8 @@ def full_disk(monkeypatch):
             return FullFile(handle)
         return handle
 
-    monkeypatch.setattr(matchopt_io.tempfile, "mkstemp", mkstemp)
-    monkeypatch.setattr(matchopt_io.os, "fdopen", fdopen)
+    monkeypatch.setattr(safe_paths.Folder, "_temporary", temporary)
+    monkeypatch.setattr(safe_paths.os, "fdopen", fdopen)
 
     def fill(predicate):
         which[0] = predicate
@@ -731,7 +771,7 @@ def test_a_snapshot_that_cannot_be_written_leaves_the_last_good_one_and_the_run_
     ]  # once, though three snapshots failed
     assert next(writes) == 4
     np.testing.assert_array_equal(method.propose(16), reference.propose(16))
-    assert torch.load(snapshot, weights_only=True)["epoch"] == 1
+    assert checkpoints.read_snapshot(snapshot)["epoch"] == 1
     assert not temporaries(tmp_path)
 
     full_disk(None)
@@ -797,7 +837,7 @@ def test_a_record_that_cannot_be_written_keeps_the_snapshot_and_the_rerun_resume
         "command to resume from it"
     ]
     assert not record.exists() and not temporaries(tmp_path)
-    assert torch.load(snapshot, weights_only=True)["epoch"] == 3
+    assert checkpoints.read_snapshot(snapshot)["epoch"] == 3
 
     full_disk(None)
     monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", untouched)
@@ -818,10 +858,33 @@ def test_a_snapshot_whose_parts_changed_after_the_save_is_not_trained_on(tmp_pat
         state["parts"]["optimizer"]["param_groups"][0]["lr"] = 0.01
     else:
         del state["digest"]
-    torch.save(state, snapshot)
+    snapshot.write_bytes(checkpoints.snapshot_bytes(state))
     capsys.readouterr()
     method = make_method("matchopt", "validated-quick", CRAFT_SETTINGS, seed=0)
     method.resume_from(snapshot, every=0).fit(data)
     (line,) = warnings_in(capsys.readouterr().err)
     assert "do not match the digest written with them" in line and str(snapshot) in line
+    assert method.losses_ == reference.losses_
+
+
+def test_a_snapshot_of_the_older_torch_save_format_is_not_read(tmp_path, capsys, monkeypatch):
+    """Snapshots were torch.save archives: never unpickled now; the training starts again and
+    writes the current format."""
+    import io
+
+    data = load_task("potts").offline
+    snapshot = tmp_path / "seed0.pt"
+    buffer = io.BytesIO()
+    torch.save({"epoch": 1, "parts": {}, "values": {"losses": [0.5]}}, buffer)
+    snapshot.write_bytes(buffer.getvalue())
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load was called"))
+    capsys.readouterr()
+    method = make_method("matchopt", "quick", {"epochs": 2}, seed=0)
+    method.resume_from(snapshot, every=0).fit(data)
+    assert warnings_in(capsys.readouterr().err) == [
+        f"matchopt: warning: {snapshot}: a training snapshot of an older matchopt (torch.save), "
+        "which is not read; training starts from scratch (and writes the current format)"
+    ]
+    assert checkpoints.read_snapshot(snapshot)["epoch"] == 2
+    reference = make_method("matchopt", "quick", {"epochs": 2}, seed=0).fit(data)
     assert method.losses_ == reference.losses_

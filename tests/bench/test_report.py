@@ -3,6 +3,7 @@ import dataclasses
 import io
 import json
 import math
+import os
 import re
 import shutil
 
@@ -789,3 +790,30 @@ def test_lab_view_counts_distinct_new_repeated_and_unmeasured_designs():
     }
     none_new = lab_view(offline[:2], np.array([0.2, 0.3]), offline)
     assert none_new["new"] == 0 and none_new["p100"] is None and none_new["p50"] is None
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/proc/self/pagemap"])
+@pytest.mark.parametrize("command", ["run", "report"])
+def test_a_record_that_is_a_link_to_a_device_or_proc_file_is_one_error_line(
+    tmp_path, capsys, target, command
+):
+    """Read whole, such a record was a MemoryError."""
+    from matchopt.cli import main
+
+    if not os.path.exists(target):
+        pytest.skip(f"no {target}")
+    out = tmp_path / "R"
+    if command == "report":
+        write_record(out, _record("ant", "coms", 0, 0.5, 0.4))
+    path = out / "styblinski-tang" / "random" / "seed0.json"
+    path.parent.mkdir(parents=True)
+    path.symlink_to(target)
+    if command == "run":
+        args = ["run", "--task", "styblinski-tang", "--method", "random", "--preset", "quick"]
+        code = main([*args, "--out", str(out)])
+    else:
+        code = main(["report", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("matchopt: error:")]
+    assert str(path) in line

@@ -204,21 +204,17 @@ def test_a_damaged_cache_file_is_a_miss(tmp_path, wide_members):
 
 def test_a_cache_entry_short_of_a_tensor_is_a_miss(tmp_path, wide_members):
     """Loading what an entry has would leave a member half-initialized, counted as trained."""
-    import io
-
-    import torch
-
+    from matchopt.models.ensemble_cache import CACHE_KIND
+    from matchopt.state import load_state, state_bytes
     from matchopt.tasks import load_task
 
     task = load_task("potts")
     _designs("ens-mean", task, cache=tmp_path)
     (file,) = tmp_path.glob("*.pt")
-    entry = torch.load(io.BytesIO(file.read_bytes()), weights_only=True)
+    entry = load_state(file.read_bytes(), CACHE_KIND)
     dropped = next(k for k in entry["state"] if k.startswith("members.2."))
     del entry["state"][dropped]
-    buffer = io.BytesIO()
-    torch.save(entry, buffer)
-    file.write_bytes(buffer.getvalue())
+    file.write_bytes(state_bytes(entry, CACHE_KIND))
     designs, report = _designs("ens-min", task, cache=tmp_path)
     assert not report["shared_ensemble"]["from_cache"]
     np.testing.assert_array_equal(designs, _designs("ens-min", task)[0])

@@ -5,7 +5,8 @@ import io
 import pytest
 import torch
 
-from matchopt.models.ensemble_cache import EnsembleCache
+from matchopt.models.ensemble_cache import CACHE_KIND, EnsembleCache
+from matchopt.state import state_bytes
 
 
 class Members(torch.nn.Module):
@@ -15,10 +16,8 @@ class Members(torch.nn.Module):
 
 
 def write(cache: EnsembleCache, key: str, entry: dict) -> None:
-    buffer = io.BytesIO()
-    torch.save(entry, buffer)
     cache.folder.mkdir(parents=True, exist_ok=True)
-    cache.path(key).write_bytes(buffer.getvalue())
+    cache.path(key).write_bytes(state_bytes(entry, CACHE_KIND))
 
 
 def good_entry(key: str) -> dict:
@@ -58,3 +57,40 @@ def test_a_bad_entry_is_set_aside_named_and_trained_again(tmp_path, change, word
     assert not cache.path(key).exists()
     assert cache.path(key).with_name(cache.path(key).name + ".rejected").exists()
     assert cache.load(key, Members()) == (0, 0.0)  # a rerun trains it: no error, no warning
+
+
+def test_a_file_of_the_older_format_is_set_aside_unread(tmp_path, monkeypatch):
+    """A cache file written with torch.save (matchopt before the state-file format) is never
+    unpickled: set aside with a warning, and the ensemble trained again."""
+    cache, key = EnsembleCache(tmp_path), "k" * 64
+    buffer = io.BytesIO()
+    torch.save(good_entry(key), buffer)
+    cache.path(key).write_bytes(buffer.getvalue())
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load was called"))
+    with pytest.warns(UserWarning, match="older matchopt"):
+        assert cache.load(key, Members()) == (0, 0.0)
+    assert cache.path(key).with_name(cache.path(key).name + ".rejected").exists()
+
+
+def test_a_cache_of_weights_just_under_the_cap_gives_designs_that_are_refused_unscored(
+    tmp_path, monkeypatch
+):
+    """The issue's edit: every weight scaled to just under MAX_WEIGHT passes the cache's checks;
+    the designs it gives lie far outside the task's space, which the oracle never scores."""
+    import matchopt.models.gaussian as gaussian
+    from matchopt.errors import MatchoptError
+    from matchopt.methods import RunContext
+    from matchopt.models.ensemble_cache import MAX_WEIGHT
+    from matchopt.runner import run
+    from matchopt.state import load_state
+
+    monkeypatch.setattr(gaussian, "GROUPED_MAX_WIDTH", 0)  # members shared as a prefix
+    context = RunContext.of(ensemble_folder=tmp_path)
+    run("styblinski-tang", "ens-mean", 0, "quick", threads=1, context=context)
+    (path,) = tmp_path.glob("*.pt")
+    entry = load_state(path.read_bytes(), CACHE_KIND)
+    largest = max(float(t.abs().max()) for t in entry["state"].values())
+    entry["state"] = {k: t * (0.99 * MAX_WEIGHT / largest) for k, t in entry["state"].items()}
+    path.write_bytes(state_bytes(entry, CACHE_KIND))
+    with pytest.raises(MatchoptError, match="outside the space of task 'styblinski-tang'"):
+        run("styblinski-tang", "ens-min", 0, "quick", threads=1, context=context)

@@ -218,9 +218,11 @@ def test_given_alphabet_may_hold_unseen_letters():
         target="y", sequence="seq", alphabet="TGCAN", method="random", preset="quick"
     ).fit(frame)
     assert opt.schema_.space.vocab_size == 5
-    proposals = opt.propose(30)
-    assert set("".join(proposals["seq"])) <= set("TGCAN")
-    assert "N" in "".join(proposals["seq"])  # uniform random letters use the whole alphabet
+    with pytest.warns(ProposalWarning, match="letters 'N' appear in no row"):
+        proposals = opt.propose(30)
+    # Uniform random letters use the whole alphabet; those with N are left out (nothing in
+    # the table speaks for them).
+    assert set("".join(proposals["seq"])) == set("TGCA") and len(proposals) == 30
 
 
 def test_bounds_clip_numeric_proposals():
@@ -360,7 +362,7 @@ def test_unreadable_parquet(capsys, csv_file):
 
 def test_csv_that_is_not_text(capsys, tmp_path):
     path = tmp_path / "data.csv"
-    path.write_bytes(b"a,y\n\xff\xfe\x00\x81,1\n")
+    path.write_bytes(b"a,y\n\xff\xfe\x81,1\n")
     code, _, err = optimize(capsys, path, "--target", "y")
     assert_one_line_error(code, err, "data.csv", "not UTF-8")
 
@@ -378,6 +380,43 @@ def test_a_table_larger_than_memory_allows_is_refused_before_reading(
     monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "lots")
     code, _, err = optimize(capsys, path, "--target", "y")
     assert_one_line_error(code, err, "$MATCHOPT_MEMORY_GIB='lots': expected a number of GiB")
+
+
+@pytest.mark.parametrize("setting", ["inf", "1e308", "-1", "0", "nan", "-inf"])
+def test_a_memory_setting_that_is_no_limit_is_one_error_line(
+    capsys, tmp_path, monkeypatch, setting
+):
+    path = tmp_path / "data.csv"
+    numeric_frame(40).to_csv(path, index=False)
+    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", setting)
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(
+        code, err, f"$MATCHOPT_MEMORY_GIB='{setting}': expected a number of GiB above 0"
+    )
+
+
+def test_a_wide_csv_is_refused_for_the_memory_its_columns_take(capsys, tmp_path, monkeypatch):
+    """A million columns in 12 MB: reading them takes gigabytes (about 14 KiB a column), which
+    an estimate from the file's size alone missed (the read aborted in C++, exit 134)."""
+    path = tmp_path / "wide.csv"
+    width = 1_000_000
+    header = ",".join(f"c{i}" for i in range(width))
+    path.write_text(header + "\n" + ",".join(["1"] * width) + "\n")
+    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "16")
+    code, _, err = optimize(capsys, path, "--target", "c0")
+    assert_one_line_error(code, err, "wide.csv", "of 1,000,000 columns needs about 30.6", "16.0")
+
+
+@pytest.mark.parametrize("size", [2 * 2**30, 64 * 2**20], ids=["over-the-cap", "a-hole"])
+def test_a_sparse_csv_is_refused_before_reading(capsys, tmp_path, size):
+    """A file of a header and a hole (NUL bytes) went to pandas' reader: 64 s and 6.7 GB for
+    2 GB, then ArrowMemoryError."""
+    path = tmp_path / "sparse.csv"
+    path.write_text("a,b,y\n1,2,3\n")
+    os.truncate(path, size)
+    code, _, err = optimize(capsys, path, "--target", "y")
+    words = "over the 1 GiB a data file may take" if size > 2**30 else "holds NUL bytes"
+    assert_one_line_error(code, err, "sparse.csv", words)
 
 
 def test_ragged_csv_row(capsys, csv_file):
@@ -694,7 +733,7 @@ def test_failed_write_after_fit_leaves_no_file(capsys, tmp_path, monkeypatch):
     old = tmp_path / "old.csv"
     old.write_text("previous results\n")
 
-    def failing_replace(src, dst):
+    def failing_replace(src, dst, **folders):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", failing_replace)
@@ -969,7 +1008,8 @@ def test_the_below_the_best_warning_follows_the_direction():
         ).fit(frame)
         worst = opt.data_.y.min()  # in matchopt's units: below every measured row
         opt._ensemble_prediction = lambda designs, worst=worst: (
-            np.full(len(designs), worst), np.zeros(len(designs))
+            np.full(len(designs), worst),
+            np.zeros(len(designs)),
         )
         with pytest.warns(ProposalWarning, match=words) as caught:
             proposals = opt.propose(4)
@@ -1042,14 +1082,80 @@ def test_whole_numbers_use_the_integer_type_that_holds_them():
     assert whole_numbers(np.array([-1.0, 2.0**64])).dtype == np.float64
 
 
-@pytest.mark.parametrize("kind", ["device", "fifo"])
+@pytest.mark.parametrize("kind", ["device", "fifo", "proc"])
 def test_a_table_path_that_is_not_a_regular_file_is_refused(tmp_path, kind):
     from matchopt.tabular import read_table
 
     path = tmp_path / "data.csv"
     if kind == "device":
         path.symlink_to("/dev/zero")
+    elif kind == "proc":
+        if not os.path.exists("/proc/self/pagemap"):
+            pytest.skip("no /proc/self/pagemap")
+        path.symlink_to("/proc/self/pagemap")  # says 0 bytes, gives gigabytes
     else:
         os.mkfifo(path)
-    with pytest.raises(MatchoptError, match="not a regular file"):
+    words = "says it is empty but is not" if kind == "proc" else "not a regular file"
+    with pytest.raises(MatchoptError, match=words):
         read_table(path)
+
+
+def test_an_output_name_too_long_for_its_temporary_file_is_written(capsys, tmp_path):
+    """A legal name whose temporary name (14 characters longer) was not: it failed after the
+    fit. Now the temporary name is short where the long one does not fit."""
+    data = tmp_path / "data.csv"
+    numeric_frame(40).to_csv(data, index=False)
+    out = tmp_path / ("p" * 251 + ".csv")
+    args = ["optimize", data, "--target", "y", "--method", "random", "--n", "3"]
+    code, _, err = run_cli(capsys, *args, "--out", out, "--report", tmp_path / "r.html")
+    assert code == 0, err
+    assert len(pd.read_csv(out)) == 3
+
+
+def test_an_output_name_the_file_system_refuses_is_refused_before_the_fit(
+    capsys, tmp_path, monkeypatch
+):
+    """The default report name adds ``.report.html`` to a 251-character --out: 258 bytes."""
+    data = tmp_path / "data.csv"
+    numeric_frame(40).to_csv(data, index=False)
+    monkeypatch.setattr(TableOptimizer, "fit", lambda *a, **k: pytest.fail("fitted"))
+    out = tmp_path / ("p" * 251 + ".csv")
+    args = ["optimize", data, "--target", "y", "--method", "random", "--out", out]
+    code, _, err = run_cli(capsys, *args)
+    assert_one_line_error(code, err, "--report ppp", "a name of 263 bytes, over the 255")
+    code, _, err = run_cli(capsys, *args[:-1], tmp_path / ("q" * 256 + ".csv"))
+    assert_one_line_error(code, err, "--out qqq", "a name of 260 bytes, over the 255")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+
+
+def dna_table(n: int = 60) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    sequences = ["".join(rng.choice(list("ACGT"), 8)) for _ in range(n)]
+    return pd.DataFrame(
+        {"seq": sequences, "y": [s.count("G") + 0.1 * i / n for i, s in enumerate(sequences)]}
+    )
+
+
+def test_alphabet_letters_the_table_never_shows_are_not_proposed_and_said_so(capsys, tmp_path):
+    """``--alphabet ACGTN`` on a table without N: the model knows nothing of N, which was
+    proposed at rank 2 with half the spread of rank 1."""
+    path = tmp_path / "dna.csv"
+    dna_table().to_csv(path, index=False)
+    out = tmp_path / "p.csv"
+    args = ["optimize", path, "--target", "y", "--sequence", "seq", "--alphabet", "ACGTN"]
+    code, _, err = run_cli(capsys, *args, "--method", "random", "--n", "16", "--out", out)
+    assert code == 0, err
+    proposals = pd.read_csv(out)
+    assert len(proposals) == 16 and not proposals["seq"].str.contains("N").any()
+    said = [line for line in err.splitlines() if "appear in no row" in line]
+    assert len(said) == 1 and said[0].startswith(
+        "matchopt: warning: alphabet letters 'N' appear in no row of the table"
+    )
+    # A candidate with the letter is ranked, flagged: nothing supports its prediction.
+    optimizer = TableOptimizer(
+        target="y", sequence="seq", alphabet="ACGTN", method="random", preset="quick"
+    ).fit(dna_table())
+    candidates = pd.DataFrame({"seq": ["GGGGGGGG", "GGGGNGGG"]})
+    with pytest.warns(ProposalWarning):
+        ranked = optimizer.rank(candidates).set_index("seq")
+    assert not ranked.loc["GGGGGGGG", "extrapolated"] and ranked.loc["GGGGNGGG", "extrapolated"]

@@ -131,3 +131,11 @@ def test_predict_refuses_logits_that_are_not_finite(value):
     with pytest.raises(MatchoptError, match="denormalized logits hold 1 NaN or infinite"):
         task.predict(huge)
     assert np.isfinite(task.predict(task.x[:4])).all()
+
+
+@pytest.mark.parametrize("data_dir", [123, b"/data"], ids=["int", "bytes"])
+def test_a_data_dir_that_is_not_a_path_is_a_type_error(data_dir):
+    with pytest.raises(TypeError, match=f"data_dir must be a path .*not {type(data_dir).__name__}"):
+        design_bench.make("tfbind8", data_dir=data_dir)
+    with pytest.raises(TypeError, match="data_dir must be a path"):
+        design_bench.make("styblinski-tang", data_dir=data_dir)  # embedded: no files read

@@ -127,3 +127,46 @@ def test_run_needs_at_least_one_design():
     for bad in (0, -1, 2.0, True):
         with pytest.raises(MatchoptError, match="n_designs must be an integer >= 1"):
             run("potts", "random", n_designs=bad)
+
+
+def test_a_design_outside_the_tasks_space_is_never_scored(monkeypatch):
+    """However a design was made, the oracle is not asked about one thousands of spans away
+    from the data (a crafted shared ensemble gave -220,117 on a [-5, 5] task: p100 -1.6e16)."""
+    from matchopt.tasks.base import DOMAIN_SPANS
+
+    task = load_task("styblinski-tang")
+    low, high = task.domain()
+    assert np.all(low < -5 * DOMAIN_SPANS) and np.all(high > 5 * DOMAIN_SPANS)
+    designs = np.zeros((3, 10), np.float32)
+    designs[:, 0] = [-9.6, 9.8, 1000.0]  # beyond the box, as searches go: scored
+    assert np.isfinite(task.score(designs)).all()
+    designs[2, 4] = -220_117.0
+    called = []
+    monkeypatch.setattr(type(task), "_score", lambda self, x: called.append(x) or x[:, 0])
+    with pytest.raises(MatchoptError, match=r"design 2, coordinate 4 is -220117, outside the "):
+        task.score(designs)
+    assert not called
+
+
+def test_a_run_whose_method_returns_designs_outside_the_space_writes_no_record(
+    monkeypatch, tmp_path, capsys
+):
+    from matchopt import cli
+    from matchopt.methods.random_designs import RandomDesigns
+
+    real = RandomDesigns.propose
+    monkeypatch.setattr(RandomDesigns, "propose", lambda self, n=128: real(self, n) * 1e6)
+    args = ["run", "--task", "styblinski-tang", "--method", "random", "--preset", "quick"]
+    assert cli.main([*args, "--out", str(tmp_path / "R")]) == 2
+    assert "outside the space of task 'styblinski-tang'" in capsys.readouterr().err
+    assert not list((tmp_path / "R").rglob("seed0.json"))
+
+
+def test_a_record_that_reading_would_refuse_is_never_written():
+    from matchopt.records import RunRecord, check_record
+
+    record = RunRecord(
+        "t", "m", 0, "quick", {}, [-1.6e16], -1.6e16, -1.6e16, 0.5, 1e300, 0.0, "0", 1
+    )
+    with pytest.raises(MatchoptError, match="no record written"):
+        check_record(record)

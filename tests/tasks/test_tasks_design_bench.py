@@ -8,6 +8,7 @@ The fixtures keep each task's real shard count (84 and 5 shards) with fewer rows
   oracle then draws all 460 rows (``min(2000, n)``) and holds out 230.
 """
 
+import os
 import pickle
 import re
 
@@ -141,6 +142,18 @@ def test_tfbind10_missing_shards_are_named(tmp_path):
         load_task("tfbind10", tmp_path)
 
 
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_a_shard_that_is_not_a_regular_file_is_refused_unread(tmp_path, kind):
+    x, y = tmp_path / "a-x-0.npy", tmp_path / "a-y-0.npy"
+    np.save(x, np.zeros((4, 8), np.int32))
+    if kind == "fifo":
+        os.mkfifo(y)  # np.load would wait for a writer forever
+    else:
+        y.symlink_to("/dev/zero")
+    with pytest.raises(MatchoptError, match="a-y-0.npy: not a regular file"):
+        load_shards([x, y], (8,))
+
+
 def test_load_shards_checks_the_files(tmp_path):
     paths = [tmp_path / name for name in ("a-x-0.npy", "a-y-0.npy", "a-x-1.npy", "a-y-1.npy")]
     np.save(paths[0], np.zeros((4, 10), np.int32))
@@ -167,9 +180,14 @@ def test_shards_declaring_more_rows_than_memory_holds_are_refused_unread(tmp_pat
     np.lib.format.open_memmap(y, "w+", np.float32, (150_000_000, 1)).flush()
     monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "1")
     with pytest.raises(
-        MatchoptError, match=r"150,000,000 rows .* needs about 3\.4 GiB .* 1\.0 GiB"
+        MatchoptError, match=r"150,000,000 rows .* needs about 6\.7 GiB .* 1\.0 GiB"
     ):
         load_shards([x, y], (8,))
+    # Tokens stored as int8 become int64 designs (8 times the bytes): counted as such, not at
+    # the file's size (1.2 GiB of tokens here).
+    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "8")
+    with pytest.raises(MatchoptError, match=r"needs about 11\.2 GiB .* 8\.0 GiB"):
+        load_shards([x, y], (8,), "iu")
     # A header whose rows the file does not hold is refused too.
     with open(y, "r+b") as handle:
         handle.truncate(1000)
@@ -257,13 +275,18 @@ def test_superconductor_fixture_has_the_real_shards_layout_and_splits(sc_dir):
     assert fit_accuracy(y[train], task.score(x[train]))["r2"] > max(0.9, task.oracle_val_r2)
 
 
-def test_superconductor_scores_a_design_far_outside_the_data(sc_dir):
-    # Normalized by a small std, 1e37 overflows float32, which sklearn casts to: clipped first.
+def test_superconductor_scores_a_design_far_outside_the_data_within_its_space(sc_dir):
+    # Normalized by a small std, a large value overflows float32, which sklearn casts to: clipped
+    # first. Beyond the task's space (Task.domain) a design is not scored at all.
     root, x, _ = sc_dir
     task = load_task("superconductor", root)
+    low, high = task.domain()
     far = x[:2].copy()
-    far[:, 0] = [3e38, -3e38]
+    far[0], far[1] = (high + x.max(axis=0)) / 2, (low + x.min(axis=0)) / 2  # 5,000 spans out
     assert np.isfinite(task.score(far)).all()
+    far[:, 0] = [3e38, -3e38]
+    with pytest.raises(MatchoptError, match="coordinate 0 is 3e\\+38, outside the space"):
+        task.score(far)
 
 
 def test_token_shards_that_are_not_integers_are_named(tmp_path):

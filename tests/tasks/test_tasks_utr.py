@@ -1,6 +1,9 @@
 """The UTR task: design-bench's recipe on a fixture, and the shipped oracle on sample designs."""
 
 import dataclasses
+import hashlib
+import json
+import os
 import shutil
 
 import numpy as np
@@ -71,19 +74,65 @@ def test_the_task_follows_design_benchs_recipe_with_a_cap(tmp_path):
     assert UTR.max_samples == UTR.offline_size == 10_000
 
 
-def test_a_changed_weights_file_is_refused(tmp_path):
+def copy_of_the_oracle(tmp_path):
     folder = tmp_path / "oracle"
     shutil.copytree(_package_folder(), folder)
+    return folder
+
+
+def test_a_changed_weights_file_is_refused(tmp_path):
+    folder = copy_of_the_oracle(tmp_path)
     data = bytearray((folder / WEIGHTS_FILE).read_bytes())
     data[-1] ^= 1
     (folder / WEIGHTS_FILE).write_bytes(bytes(data))
-    with pytest.raises(MatchoptError, match="sha256"):
+    with pytest.raises(MatchoptError, match="not those of the oracle matchopt ships"):
         UTROracle(folder)
     (folder / HEADER_FILE).write_text("[1, 2]")
     with pytest.raises(MatchoptError, match="JSON object"):
         UTROracle(folder)
     (folder / HEADER_FILE).unlink()
     with pytest.raises(MatchoptError, match="cannot read"):
+        UTROracle(folder)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    ["y_mean x10", "y_std 0", "y_std negated", "lr", "weights and their sha256 rewritten"],
+)
+def test_an_edited_oracle_is_refused_whatever_digest_its_files_say(tmp_path, edit):
+    """``oracle.json``'s numbers change every score (x10: p100 2.09; 0: a constant; negated: the
+    ranking reversed); the digest that checks them is in the code, not in the files."""
+    folder = copy_of_the_oracle(tmp_path)
+    header = json.loads((folder / HEADER_FILE).read_text())
+    if edit == "y_mean x10":
+        header["y_mean"] *= 10
+    elif edit == "y_std 0":
+        header["y_std"] = 0.0
+    elif edit == "y_std negated":
+        header["y_std"] = -header["y_std"]
+    elif edit == "lr":
+        header["recipe"]["lr"] = 1e-2
+    else:
+        data = bytearray((folder / WEIGHTS_FILE).read_bytes())
+        data[-1] ^= 1
+        (folder / WEIGHTS_FILE).write_bytes(bytes(data))
+        header["weights_sha256"] = hashlib.sha256(bytes(data)).hexdigest()
+    (folder / HEADER_FILE).write_text(json.dumps(header))
+    with pytest.raises(MatchoptError, match="not those of the oracle matchopt ships"):
+        UTROracle(folder)
+    assert UTROracle(copy_of_the_oracle(tmp_path / "again")).y_std > 0  # the real one loads
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/proc/self/pagemap"])
+def test_weights_that_are_a_link_to_a_device_or_proc_file_are_refused_unread(tmp_path, target):
+    if not os.path.exists(target):
+        pytest.skip(f"no {target}")
+    folder = copy_of_the_oracle(tmp_path)
+    (folder / WEIGHTS_FILE).unlink()
+    (folder / WEIGHTS_FILE).symlink_to(target)
+    with pytest.raises(
+        MatchoptError, match="cannot read the UTR oracle .*(not a regular|gives more)"
+    ):
         UTROracle(folder)
 
 

@@ -9,7 +9,6 @@ disk) leaves it, and the rerun takes the trained model from there.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 import traceback
@@ -23,6 +22,7 @@ import numpy as np
 
 from matchopt.checkpoints import SNAPSHOT_FOLDER, remove_snapshot, snapshot_files
 from matchopt.errors import MatchoptError
+from matchopt.models.ensemble_cache import remove_cache_folder
 from matchopt.records import RunRecord, error_path, record_path, write_record
 from matchopt.tasks import Task, load_task
 
@@ -150,7 +150,7 @@ def save_record(cell: Cell, out: Path, record: RunRecord, designs: np.ndarray | 
         path = write_record(out, record, designs)
     except OSError as err:
         snapshot = cell.snapshot_path(out)
-        if snapshot_files(snapshot):
+        if snapshot_files(snapshot, root=out):
             kept = (
                 f"its training snapshot {snapshot} is kept: rerun the same command to resume "
                 "from it"
@@ -161,7 +161,7 @@ def save_record(cell: Cell, out: Path, record: RunRecord, designs: np.ndarray | 
             f"could not save the record of {cell.name} to {cell.record_path(out)}: "
             f"{err.strerror or err}; {kept}"
         ) from None
-    remove_snapshot(cell.snapshot_path(out))
+    remove_snapshot(cell.snapshot_path(out), root=out)
     return path
 
 
@@ -314,7 +314,7 @@ def release_ensemble(job: Job, outcomes: list[CellOutcome]) -> None:
     """Delete the job's shared ensemble once every one of its cells succeeded (a failed cell's
     rerun takes it from there)."""
     if job.ensemble_folder is not None and all(o.ok for o in outcomes):
-        shutil.rmtree(job.ensemble_folder, ignore_errors=True)
+        remove_cache_folder(job.ensemble_folder)
 
 
 def execute_cell(

@@ -23,22 +23,31 @@ from matchopt._version import __version__
 from matchopt.bench.backends import run_local, run_ray
 from matchopt.bench.cells import Cell, CellOutcome, Job, save_record
 from matchopt.bench.status import time_left
-from matchopt.checkpoints import SNAPSHOT_FOLDER
+from matchopt.checkpoints import SNAPSHOT_FOLDER, remove_snapshot_temporaries
 from matchopt.errors import ConfigError, MatchoptError
-from matchopt.io import FileLocked, atomic_write_bytes, check_output_folder, file_lock
+from matchopt.io import FileLocked, check_output_folder, file_lock
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
-from matchopt.models.ensemble_cache import training_fields
+from matchopt.models.ensemble_cache import remove_cache_temporaries, training_fields
 from matchopt.models.gaussian import trains_grouped
 from matchopt.names import BACKENDS
 from matchopt.records import (
     RunRecord,
+    designs_path,
     read_record,
     same_config,
     summary_table,
 )
 from matchopt.runtime import MAX_SEED, check_threads, default_threads, resolve_device
+from matchopt.safe_paths import (
+    check_no_links,
+    open_folder,
+    parts_below,
+    remove_below,
+    temporary_name,
+    write_below,
+)
 from matchopt.tasks import TASKS, resolve_data_dir
 
 #: Held by a running bench in its results folder: a second bench on the folder stops at once.
@@ -224,12 +233,15 @@ def plan_jobs(cells: list[Cell], out: Path, batch_seeds: bool = False) -> list[J
 
 
 def finished_record(cell: Cell, out: Path) -> RunRecord | None:
-    """The cell's record if it is already in ``out``; an error if it was made differently."""
+    """The cell's record if it is already in ``out``; an error if it was made differently, or
+    if a folder on the way to it (or to the cell's snapshot) is a link
+    (:func:`check_cell_paths`)."""
+    check_cell_paths(cell, out)
     path = cell.record_path(out)
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     try:
-        record = read_record(path)
+        record = read_record(path, root=out)
     except MatchoptError as exc:
         raise MatchoptError(f"{exc}; delete it to rerun") from None
     if record.preset != cell.preset or not same_config(record.config, expected_config(cell)):
@@ -238,6 +250,14 @@ def finished_record(cell: Cell, out: Path) -> RunRecord | None:
             "use another --out folder or delete the record"
         )
     return record
+
+
+def check_cell_paths(cell: Cell, out: Path) -> None:
+    """Refuse, before the cell runs, a link (or a file) where a folder of ``out`` on the way
+    to the cell's record or snapshot is: matchopt follows no link below a results folder
+    (:mod:`matchopt.safe_paths`)."""
+    for path in (cell.record_path(out), cell.snapshot_path(out)):
+        check_no_links(out, path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,7 +388,11 @@ def _run_unlocked(
             summary.records.append(record)
         else:
             todo.append(cell)
-    _remove_stale_temporaries(out, todo)
+    jobs = plan_jobs(todo, out, batch_seeds)
+    for job in jobs:  # the shared ensembles' folders too, before any cell runs
+        if job.ensemble_folder is not None:
+            check_no_links(out, Path(job.ensemble_folder) / "x")
+    _remove_stale_temporaries(out, jobs)
 
     # Threads per cell follow the whole grid, not the cells left: thread count changes BLAS
     # summation order, so a resumed grid must give a cell the threads of an uninterrupted run.
@@ -399,7 +423,6 @@ def _run_unlocked(
         bar.set_postfix_str(f"failed {len(summary.failed)}, about {left} left", refresh=True)
 
     try:
-        jobs = plan_jobs(todo, out, batch_seeds)
         if jobs and backend == "ray":
             run_ray(jobs, data_dir_text, workers, threads, ray_address, collect, str(out))
         elif jobs:
@@ -422,7 +445,7 @@ def store_outcome(outcome: CellOutcome, out: Path) -> None:
     cell = outcome.cell
     if outcome.ok:
         save_record(cell, out, outcome.record, outcome.designs)
-        cell.error_path(out).unlink(missing_ok=True)
+        remove_below(out, cell.error_path(out))
         return
     payload = {
         "cell": dataclasses.asdict(cell),
@@ -433,7 +456,7 @@ def store_outcome(outcome: CellOutcome, out: Path) -> None:
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     try:
-        atomic_write_bytes(cell.error_path(out), json.dumps(payload, indent=1).encode())
+        write_below(out, cell.error_path(out), json.dumps(payload, indent=1).encode())
     except OSError as err:
         raise MatchoptError(
             f"could not save the error file of {cell.name} to {cell.error_path(out)}: "
@@ -441,18 +464,24 @@ def store_outcome(outcome: CellOutcome, out: Path) -> None:
         ) from None
 
 
-def _remove_stale_temporaries(out: Path, cells: list[Cell]) -> None:
-    # A run killed during a write leaves ".seed<k>.json.*.tmp" files; they are never records.
-    for folder in {cell.record_path(out).parent for cell in cells}:
-        if folder.is_dir():
-            for tmp in folder.glob(".seed*.tmp"):
-                tmp.unlink(missing_ok=True)
-    # The same of snapshots and shared ensembles (".<name>.*.tmp" beside them), anywhere in the
-    # snapshot folder: this bench holds the folder's lock, so no writer is running.
-    snapshots = out / SNAPSHOT_FOLDER
-    if snapshots.is_dir() and not snapshots.is_symlink():
-        for folder, _, names in os.walk(snapshots):  # links to folders are not entered
-            for name in names:
-                tmp = Path(folder) / name
-                if name.startswith(".") and name.endswith(".tmp") and not tmp.is_symlink():
-                    tmp.unlink(missing_ok=True)
+def _remove_stale_temporaries(out: Path, jobs: list[Job]) -> None:
+    """Delete the temporary files a run killed during a write left for the jobs' files: each by
+    its exact name (:func:`~matchopt.safe_paths.temporary_name` of a record, designs, error
+    file, snapshot or shared ensemble), in folders reached without following a link. This bench
+    holds the folder's lock, so no writer is running."""
+    for job in jobs:
+        for cell in job.cells:
+            record = cell.record_path(out)
+            names = [record.name, designs_path(record).name, cell.error_path(out).name]
+            _remove_temporaries(out, record.parent, names)
+            remove_snapshot_temporaries(cell.snapshot_path(out), out)
+        if job.seed_batch or job.ensemble_folder is not None:
+            remove_snapshot_temporaries(job.batch_snapshot_path(out), out)
+        if job.ensemble_folder is not None:
+            remove_cache_temporaries(job.ensemble_folder, out)
+
+
+def _remove_temporaries(root: Path, folder: Path, names: list[str]) -> None:
+    with open_folder(root, parts_below(root, folder)) as opened:
+        for name in names if opened is not None else ():
+            opened.remove(temporary_name(name))

@@ -64,8 +64,8 @@ INTERRUPTED = {
     "continues from its last snapshot)",
     "bench": " (recorded cells are kept; rerun the same command to go on)",
     "study": " (finished tasks and seeds are kept; rerun the same command to go on)",
-    "optimize": " (no file is left half-written: the proposals are written when ready, then "
-    "the model file)",
+    "optimize": " (no file is left half-written: the proposals, the report and the model file "
+    "are written when ready, each whole)",
     "propose": " (nothing was written)",
 }
 

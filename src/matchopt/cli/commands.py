@@ -539,13 +539,8 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     if optimizer.choice_:
         print(choice_line(optimizer.choice_), file=sys.stderr)
     print(fit_line(optimizer), file=sys.stderr)
-    model_bytes = optimizer.to_bytes() if model_path is not None else None
-    _write_outputs(optimizer, args, out, report, candidates)
-    if model_path is not None:
-        from matchopt.tabular import write_file
-
-        write_file(model_path, model_bytes)
-        print(f"model -> {printable(model_path)}")
+    model = (model_path, optimizer.to_bytes()) if model_path is not None else None
+    _write_outputs(optimizer, args, out, report, candidates, model)
     return 0
 
 
@@ -613,14 +608,71 @@ def choice_line(choice: dict) -> str:
 
 
 def _write_outputs(
-    optimizer, args: argparse.Namespace, out: Path, report: Path, candidates
+    optimizer,
+    args: argparse.Namespace,
+    out: Path,
+    report: Path,
+    candidates,
+    model: tuple[Path, bytes] | None = None,
 ) -> None:
-    """Propose (or rank ``candidates``), print warnings as one line each, write the table and
-    the report atomically, show the best rows."""
+    """Propose (or rank ``candidates``), print warnings as one line each, write every file (the
+    table, the report, and ``model``'s bytes where given; each atomically), then show the best
+    rows and where the files went. The files come first: a stdout that fails (a full disk)
+    loses nothing, and a failure says which files were written and which were not."""
     import shlex
+
+    from matchopt.tabular import write_file, write_table
+
+    proposals, messages = _proposals(optimizer, args, candidates)
+    command = shlex.join(["matchopt", *getattr(args, "argv", [])])
+    files = [
+        ("proposals" if candidates is None else "ranked candidates", out),
+        ("report", report),
+    ]
+    writes = [
+        lambda: write_table(proposals, out),
+        lambda: optimizer.write_report(report, proposals, command=command, warnings=messages),
+    ]
+    if model is not None:
+        files.append(("model", model[0]))
+        writes.append(lambda: write_file(model[0], model[1]))
+    for done, write in enumerate(writes):
+        try:
+            write()
+        except (MatchoptError, OSError) as err:
+            why = printable(err) if isinstance(err, MatchoptError) else err.strerror or err
+            raise MatchoptError(f"{why}; {_written(files[:done], files[done:])}") from None
+    try:
+        print(f"  ranked by {printable(optimizer.ranking_)}", file=sys.stderr)
+        lines = proposals.head(10).to_string(index=False).splitlines()
+        print("\n".join(printable(line, 20_000) for line in lines))
+        what = "ranked candidates" if candidates is not None else "proposals"
+        print(f"{len(proposals)} {what} -> {printable(out)}")
+        for name, path in files[1:]:
+            print(f"{name} -> {printable(path)}")
+        sys.stdout.flush()
+    except OSError as err:
+        raise MatchoptError(
+            f"cannot show the results on stdout: {err.strerror or err}; {_written(files, [])}"
+        ) from None
+
+
+def _written(written: list[tuple[str, Path]], not_written: list[tuple[str, Path]]) -> str:
+    """Which output files were written and which not, in words (for an error message)."""
+    parts = []
+    if written:
+        parts.append("written: " + ", ".join(f"{n} {printable(p)}" for n, p in written))
+    if not_written:
+        parts.append("NOT written: " + ", ".join(f"{n} {printable(p)}" for n, p in not_written))
+    return "; ".join(parts)
+
+
+def _proposals(optimizer, args: argparse.Namespace, candidates):
+    """The proposals (or the ranked ``candidates``) and the texts of the proposal warnings,
+    each printed as one line on stderr."""
     import warnings
 
-    from matchopt.tabular import ProposalWarning, write_table
+    from matchopt.tabular import ProposalWarning
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ProposalWarning)
@@ -642,12 +694,4 @@ def _write_outputs(
             f"no proposal could be made ({optimizer.n_candidates_} candidates, all repeating "
             "measured rows or filtered out); nothing written"
         )
-    write_table(proposals, out)
-    command = shlex.join(["matchopt", *getattr(args, "argv", [])])
-    optimizer.write_report(report, proposals, command=command, warnings=messages)
-    print(f"  ranked by {printable(optimizer.ranking_)}", file=sys.stderr)
-    lines = proposals.head(10).to_string(index=False).splitlines()
-    print("\n".join(printable(line, 20_000) for line in lines))
-    what = "ranked candidates" if candidates is not None else "proposals"
-    print(f"{len(proposals)} {what} -> {printable(out)}")
-    print(f"report -> {printable(report)}")
+    return proposals, messages

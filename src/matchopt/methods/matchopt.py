@@ -605,7 +605,7 @@ class MatchOpt(Method):
             every = config.validation_every if validator is not None else 1
             return _saved_values_problem(values, epoch, epochs, every, model, validator, selector)
 
-        start = snapshots.start(self.losses_, epochs, check)  # a killed run: go on
+        start = snapshots.start(self.losses_, epochs, check, min(map(len, buckets)))  # step/path
         saved = snapshots.saved
         if saved and validator is not None:
             validator.history[:] = saved["history"]

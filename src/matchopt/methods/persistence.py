@@ -142,8 +142,10 @@ class ModelFile:
                 size limits, or holding objects that fail their checks (one line naming the
                 file and where the problem is).
         """
+        from matchopt.safe_paths import as_path
         from matchopt.state import read_state
 
+        path = as_path(path, "Method.load's path")
         method = read_state(path, MODEL_KIND)
         if not isinstance(method, cls) or not hasattr(method, "data_"):
             raise MatchoptError(

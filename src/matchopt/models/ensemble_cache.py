@@ -12,16 +12,20 @@ so those are shared only between requests of the same size (CMA-ES and BO-qEI). 
 bench`` uses a cache folder for cells that share an ensemble; a standalone ``matchopt run`` trains
 its own.
 
-Files hold tensors and plain data only (``torch.load(weights_only=True)``), are written
-atomically, and are keyed by a digest of everything the training reads.
+Files are matchopt state files (:mod:`matchopt.state`: tensors and plain data, read with no
+pickle), written atomically below the results folder without following a link
+(:mod:`matchopt.safe_paths`), and keyed by a digest of everything the training reads. A file of
+the older ``torch.save`` format is set aside and its ensemble trained again. Removing a job's
+cache (:func:`remove_cache_folder`) deletes the files of the names the cache gives (a digest's
+32 hex digits and ``.pt``) and nothing else.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
+import re
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +34,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from matchopt.io import atomic_write_bytes
+from matchopt.checkpoints import managed_root
+from matchopt.errors import MatchoptError
+from matchopt.safe_paths import (
+    LinkError,
+    open_folder,
+    parts_below,
+    read_below,
+    write_below,
+)
+from matchopt.state import MAX_FILE_BYTES, StateError, load_state, state_bytes
+
+#: The ``kind`` of the state files (:mod:`matchopt.state`) that hold cached ensembles.
+CACHE_KIND = "shared-ensemble"
+#: The name of a cache file: the first 32 hex digits of its key.
+CACHE_NAME = re.compile(r"[0-9a-f]{32}\.pt")
 
 
 def training_fields(
@@ -80,10 +98,15 @@ class EnsembleCache:
 
     Args:
         folder: where the files go (created on first store).
+        root: the folder below which no link is followed (default: the results folder holding
+            ``folder``'s ``.snapshots``, else ``folder`` itself;
+            :func:`~matchopt.checkpoints.managed_root`).
     """
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, root: str | os.PathLike | None = None):
         self.folder = Path(folder)
+        self.root = managed_root(self.folder) if root is None else Path(root)
+        parts_below(self.root, self.folder)
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key[:32]}.pt"
@@ -110,7 +133,6 @@ class EnsembleCache:
         """Keep the first ``members`` trained members of ``ensemble`` under ``key``, replacing
         what the cache holds: callers store only members beyond those they loaded."""
         prefix = tuple(f"members.{i}." for i in range(members))
-        buffer = io.BytesIO()
         entry = {
             "key": key,
             "n_models": members,
@@ -121,32 +143,41 @@ class EnsembleCache:
                 if k.startswith(prefix)
             },
         }
-        torch.save(entry, buffer)
-        atomic_write_bytes(self.path(key), buffer.getvalue())
+        write_below(self.root, self.path(key), state_bytes(entry, CACHE_KIND))
 
     def remove(self, key: str) -> None:
-        self.path(key).unlink(missing_ok=True)
+        with open_folder(self.root, parts_below(self.root, self.folder)) as folder:
+            if folder is not None:
+                folder.remove(self.path(key).name)
 
     def _read(self, key: str) -> dict[str, Any] | None:
         """The entry of ``key``, or None. A file that is not an entry matchopt could have written
-        (damaged, wrong field types, weights that are not finite or are beyond
-        :data:`MAX_WEIGHT`) is set aside (renamed ``*.rejected``, with a warning naming it), so
-        that a rerun trains the ensemble again instead of failing on it again."""
+        (damaged, of the older format, wrong field types, weights that are not finite or are
+        beyond :data:`MAX_WEIGHT`) is set aside (renamed ``*.rejected``, with a warning naming
+        it), so that a rerun trains the ensemble again instead of failing on it again."""
         path = self.path(key)
-        if not path.is_file():
-            return None
         try:
-            entry = torch.load(io.BytesIO(path.read_bytes()), map_location="cpu", weights_only=True)
-        except Exception:  # noqa: BLE001 (any damage is the same: set the file aside)
+            data = read_below(self.root, path, MAX_FILE_BYTES, "shared ensemble")
+        except LinkError:
+            raise
+        except MatchoptError:  # not a regular file, too large, unreadable
+            return self._reject(path, "not readable")
+        if data is None:
+            return None
+        if data[:4] == b"PK\x03\x04":
+            return self._reject(path, "was written by an older matchopt (torch.save)")
+        try:
+            entry = load_state(data, CACHE_KIND, str(path))
+        except StateError:
             return self._reject(path, "not readable")
         problem = _entry_problem(entry, key)
         return self._reject(path, problem) if problem else entry
 
-    @staticmethod
-    def _reject(path: Path, why: str) -> None:
+    def _reject(self, path: Path, why: str) -> None:
         aside = path.with_name(path.name + ".rejected")
         try:
-            os.replace(path, aside)
+            with open_folder(self.root, parts_below(self.root, self.folder)) as folder:
+                folder.rename(path.name, aside.name)
         except OSError:
             aside = path
         warnings.warn(
@@ -154,6 +185,44 @@ class EnsembleCache:
             stacklevel=3,
         )
         return None
+
+
+def remove_cache_temporaries(
+    folder: str | os.PathLike, root: str | os.PathLike | None = None
+) -> None:
+    """Remove the temporary files a killed write left in a job's cache folder (those of the
+    names :data:`CACHE_NAME`), each by its exact name."""
+    _remove_cache_files(Path(folder), root, temporaries_only=True)
+
+
+def remove_cache_folder(folder: str | os.PathLike, root: str | os.PathLike | None = None) -> None:
+    """Delete a job's cache folder once its cells are done: the files whose names the cache
+    gives (:data:`CACHE_NAME`, and their temporary files), then the folder if that leaves it
+    empty. Anything else (a ``*.rejected`` file, a file of the user's) stays; no link below the
+    results folder is followed."""
+    folder = Path(folder)
+    root = managed_root(folder) if root is None else Path(root)
+    _remove_cache_files(folder, root, temporaries_only=False)
+    parts = parts_below(root, folder)
+    if parts:
+        with open_folder(root, parts[:-1]) as parent:
+            if parent is not None:
+                parent.remove_folder(parts[-1])
+
+
+def _remove_cache_files(
+    folder: Path, root: str | os.PathLike | None, temporaries_only: bool
+) -> None:
+    """Delete the files of ``folder`` named as the cache names its files (and their temporary
+    files), or only those temporary files."""
+    root = managed_root(folder) if root is None else Path(root)
+    with open_folder(root, parts_below(root, folder)) as opened:
+        for name in opened.names() if opened is not None else ():
+            temporary = name.startswith(".") and name.endswith(".tmp")
+            if temporaries_only and not temporary:
+                continue
+            if CACHE_NAME.fullmatch(name[1:-4] if temporary else name):
+                opened.remove(name)
 
 
 #: Largest absolute weight a cached ensemble may hold (trained members hold values near 1).

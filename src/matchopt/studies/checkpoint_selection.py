@@ -280,7 +280,9 @@ def _other_seeds(
         for split in dict.fromkeys(splits):
             for path in sorted((out / task_name / split).glob("seed*.csv")):
                 seed = int(path.stem.removeprefix("seed"))
-                if (task_name, split, seed) not in done and same_settings(path, described(split)):
+                if (task_name, split, seed) in done:
+                    continue
+                if same_settings(out, path, described(split)):
                     frames.append(pd.read_csv(path))
     return frames
 
@@ -333,6 +335,7 @@ def run_checkpoint_selection_study(
             loaded[task_name] = load_task(task_name, data_dir)
         path = out / task_name / split / f"seed{seed}.csv"
         frame, _ = stored_or_computed(
+            out,
             path,
             described(split),
             study_seed,

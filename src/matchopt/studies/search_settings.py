@@ -251,6 +251,7 @@ def run_search_settings_study(
     for task_name, seed in bar:
         bar.set_postfix(task=task_name, seed=seed, refresh=True)
         frame, _ = stored_or_computed(
+            out,
             out / task_name / f"seed{seed}.csv",
             described,
             study_seed,

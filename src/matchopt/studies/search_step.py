@@ -170,6 +170,7 @@ def run_search_step_study(
     for task_name, seed in bar:
         bar.set_postfix(task=task_name, seed=seed, refresh=True)
         frame, _ = stored_or_computed(
+            out,
             out / task_name / f"seed{seed}.csv",
             settings,
             study_seed,
@@ -186,7 +187,7 @@ def run_search_step_study(
     for task_name in dict.fromkeys(tasks):
         for path in sorted((out / task_name).glob("seed*.csv")):
             seed = int(path.stem.removeprefix("seed"))
-            if (task_name, seed) not in jobs and same_settings(path, settings):
+            if (task_name, seed) not in jobs and same_settings(out, path, settings):
                 frames.append(pd.read_csv(path))
     frame = pd.concat(frames, ignore_index=True)
     frame["scale"] = frame["scale"].astype(float)  # CSV writes 1.0 as 1

@@ -68,12 +68,13 @@ from tqdm.auto import tqdm
 from matchopt._version import __version__
 from matchopt.data import OfflineData, design_groups, top_rows
 from matchopt.encodings import DesignEncoder
-from matchopt.errors import MatchoptError
+from matchopt.errors import MatchoptError, printable
 from matchopt.io import atomic_write_bytes
 from matchopt.methods import RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.runtime import MAX_SEED, limit_threads, resolve_device
+from matchopt.safe_paths import as_path, name_max
 from matchopt.state import (
     check_predictions,
     load_state,
@@ -195,6 +196,12 @@ def check_output_path(
             input file, or Parquet output without pyarrow.
     """
     path = Path(path)
+    longest, length = name_max(path.parent), len(os.fsencode(path.name))
+    if length > longest:  # before any call on the path, which would fail on the name
+        raise MatchoptError(
+            f"{option} {printable(path.name, 80)}: a name of {length} bytes, over the "
+            f"{longest} a file name may take in {path.parent}"
+        )
     if path.is_dir():
         raise MatchoptError(f"{option} {path}: is a folder")
     for source in inputs:
@@ -721,8 +728,9 @@ class TableOptimizer:
         if n > MAX_PROPOSALS:
             raise MatchoptError(f"at most {MAX_PROPOSALS:,} proposals per call, got {n:,}")
         n = int(n)
-        pool = _Pool(self.schema_, self.data_.x)
+        pool = _Pool(self.schema_, self.data_.x, self._unseen_tokens())
         own = self._collect(pool, n)
+        self._warn_unseen(pool)
         designs, table = pool.designs(), pool.table()
         predicted = self._predict(designs) if len(designs) else np.empty(0)
         schema = self.schema_
@@ -768,6 +776,26 @@ class TableOptimizer:
         self._warn(out, n, searched, radius, lambda: self._shortfall_cause(pool, distances))
         return out
 
+    def _unseen_tokens(self) -> np.ndarray:
+        """Tokens of the sequence's alphabet that no measured row uses (``--alphabet`` letters
+        the table never shows): the model knows nothing of them."""
+        if self.schema_.sequence is None:
+            return np.empty(0, dtype=np.int64)
+        tokens = np.arange(len(self.schema_.sequence.alphabet))
+        return np.setdiff1d(tokens, np.unique(self.data_.x))
+
+    def _warn_unseen(self, pool: _Pool) -> None:
+        """One warning where the alphabet holds letters no measured row uses (left out)."""
+        if pool.unseen.size:
+            letters = "".join(self.schema_.sequence.alphabet[t] for t in pool.unseen)
+            warnings.warn(
+                f"alphabet letters {letters!r} appear in no row of the table, which says nothing "
+                f"of them: no proposal uses them ({pool.left_out:,} candidates with them left "
+                "out); measure designs with them to propose them",
+                ProposalWarning,
+                stacklevel=4,
+            )
+
     def _with_predictions(
         self,
         rows: pd.DataFrame,
@@ -782,6 +810,12 @@ class TableOptimizer:
         schema = self.schema_
         prediction = schema.prediction_name
         mean, spread = self._ensemble_prediction(designs) if len(designs) else (ranking, ranking)
+        bad = ~(np.isfinite(mean) & np.isfinite(spread) & np.isfinite(ranking))
+        if bad.any():  # never an empty cell where a number is due
+            raise MatchoptError(
+                f"the fitted model predicts NaN or infinite values for {int(bad.sum())} of "
+                f"{len(bad)} designs (a damaged model: fit it again)"
+            )
         out = rows.copy()
         out[prediction] = schema.user_scores(mean)
         out[schema.spread_name] = spread  # a spread: the same in the user's sign
@@ -795,6 +829,8 @@ class TableOptimizer:
         else:
             out[f"{prediction}_low"] = out[f"{prediction}_high"] = np.nan
             out[FLAG_NAME] = False
+        # A design with a letter no measured row uses: nothing supports its prediction.
+        out[FLAG_NAME] = out[FLAG_NAME] | unseen_rows(designs, self._unseen_tokens())
         if self.ranker_ is None:
             out[RANKING_NAME] = schema.user_scores(ranking)
         out[schema.distance_name] = (
@@ -1103,8 +1139,13 @@ class TableOptimizer:
     @classmethod
     def load(cls, path: str | Path) -> TableOptimizer:
         """Read a model file written by :meth:`save` (loading it cannot run code, and what it
-        holds is checked before use: see :meth:`load_bytes`)."""
-        path = Path(path)
+        holds is checked before use: see :meth:`load_bytes`).
+
+        Raises:
+            TypeError: ``path`` is not a path (str or os.PathLike).
+            MatchoptError: see :meth:`load_bytes`.
+        """
+        path = as_path(path, "TableOptimizer.load's path")
         return cls.load_bytes(read_model_file(path), str(path))
 
     @classmethod
@@ -1117,6 +1158,7 @@ class TableOptimizer:
         message naming ``source``, and not when proposing.
 
         Raises:
+            TypeError: ``data`` is not bytes, a bytearray or a memoryview.
             MatchoptError: not a model file of a table optimizer (checked before any object is
                 built; a pickle is refused unread), over the size limits, or holding objects
                 that fail their checks.
@@ -1133,6 +1175,7 @@ class TableOptimizer:
             "its surrogates fail to predict the measured rows",
             lambda: (*optimizer._ensemble_prediction(rows), optimizer._predict(rows)),
             len(rows),
+            finite=True,
         )
         return optimizer
 
@@ -1215,21 +1258,27 @@ class TableOptimizer:
 
 
 class _Pool:
-    """New designs found so far, in the order found, deduplicated after decoding."""
+    """New designs found so far, in the order found, deduplicated after decoding; designs that
+    use a letter of ``unseen`` (tokens no measured row uses) are left out and counted."""
 
-    def __init__(self, schema: TableSchema, measured: np.ndarray):
+    def __init__(self, schema: TableSchema, measured: np.ndarray, unseen: np.ndarray):
         self.schema = schema
         self.seen = {row.tobytes() for row in measured}
+        self.unseen = unseen
         self.rows: list[pd.DataFrame] = []
         self.parts: list[np.ndarray] = []
-        self.size = self.candidates = 0
+        self.size = self.candidates = self.left_out = 0
 
     def add(self, raw: np.ndarray) -> np.ndarray:
         """Decode candidates, keep the new ones; returns the designs kept from this batch."""
         decoded, canonical = self.schema.canonical(raw)
         self.candidates += len(canonical)
+        unseen = unseen_rows(canonical, self.unseen)
+        self.left_out += int(unseen.sum())
         keep = []
         for index, row in enumerate(canonical):
+            if unseen[index]:
+                continue
             key = row.tobytes()
             if key not in self.seen:
                 self.seen.add(key)
@@ -1248,3 +1297,10 @@ class _Pool:
     def empty(self) -> pd.DataFrame:
         """No rows, the table's columns."""
         return self.table().iloc[:0].copy()
+
+
+def unseen_rows(designs: np.ndarray, unseen: np.ndarray) -> np.ndarray:
+    """Rows (n,) of token designs (n x L) that use a token of ``unseen``."""
+    if unseen.size == 0 or designs.ndim != 2:
+        return np.zeros(len(designs), dtype=bool)
+    return np.isin(designs, unseen).any(axis=1)

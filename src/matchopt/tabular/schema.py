@@ -39,6 +39,7 @@ import pandas as pd
 from matchopt.data import DesignSpace
 from matchopt.errors import MatchoptError, printable
 from matchopt.runtime import check_memory
+from matchopt.safe_paths import check_regular
 from matchopt.state_checks import (
     check_bool,
     check_int,
@@ -61,41 +62,55 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """Read a CSV (all cells as text, converted per column later) or Parquet file.
 
     CSV cells are kept as strings (no automatic NA guessing: ``NA`` may be a sequence), so that
-    the schema reports a bad cell by its row, column and value.
+    the schema reports a bad cell by its row, column and value. Only a regular file of at most
+    :data:`MAX_TABLE_BYTES` is read (a link to a device or a ``/proc`` file is refused), and
+    only when the memory its reading takes (:func:`~matchopt.runtime.check_memory`) is there.
 
     Raises:
-        MatchoptError: missing file, unknown suffix, unreadable content, duplicate column names.
+        MatchoptError: missing file, unknown suffix, a file too large or not regular, unreadable
+            content, duplicate column names, not enough memory.
     """
     path = Path(path)
     if not path.exists():
-        raise MatchoptError(f"{path}: no such file")
+        raise MatchoptError(f"{printable(path)}: no such file")
     if path.is_dir():
-        raise MatchoptError(f"{path}: is a folder, not a data file")
-    if not path.is_file():  # a device (/dev/zero) or a FIFO would be read forever or block
-        raise MatchoptError(f"{path}: not a regular file (a device, pipe or socket)")
+        raise MatchoptError(f"{printable(path)}: is a folder, not a data file")
+    size = check_regular(path, MAX_TABLE_BYTES, "data file")
     suffix = path.suffix.lower()
-    if suffix in CSV_SUFFIXES:
-        return _read_csv(path)
-    if suffix in PARQUET_SUFFIXES:
-        return _read_parquet(path)
-    raise MatchoptError(
-        f"{path}: unknown file format {path.suffix or '(no suffix)'!r}; "
-        f"use {', '.join(CSV_SUFFIXES + PARQUET_SUFFIXES)}"
-    )
+    if suffix not in CSV_SUFFIXES + PARQUET_SUFFIXES:
+        raise MatchoptError(
+            f"{path}: unknown file format {path.suffix or '(no suffix)'!r}; "
+            f"use {', '.join(CSV_SUFFIXES + PARQUET_SUFFIXES)}"
+        )
+    try:
+        return _read_csv(path, size) if suffix in CSV_SUFFIXES else _read_parquet(path)
+    except MemoryError:  # the estimate fell short (another process took the memory meanwhile)
+        raise MatchoptError(
+            f"{printable(path)}: reading it ran out of memory ({size / 2**30:.2f} GiB file)"
+        ) from None
 
 
+#: Largest table file read: a table of designs and their measurements takes megabytes (8.3
+#: million rows of TF-Bind-10 as CSV: 0.3 GiB); beyond, a file is something else.
+MAX_TABLE_BYTES = 2**30
 #: Peak memory of reading a CSV table and encoding it, in multiples of the file's size, with
 #: room to spare (measured on a 235 MB file of 6 numeric columns, beyond the interpreter's own:
 #: read by pyarrow 1.9 times its size, encoded 3.1 times; pandas' reader alone: 4.7 times).
 CSV_MEMORY_FACTOR = 5
+#: Memory a table takes per column beyond its cells, while read and encoded, with room to spare
+#: (measured: 14 KiB per column reading a CSV of 3 rows and 100,000 columns).
+COLUMN_MEMORY_BYTES = 32 * 2**10
 #: The same for Parquet, in multiples of the columns' uncompressed size (Arrow, then pandas).
 PARQUET_MEMORY_FACTOR = 3
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    size = path.stat().st_size
-    check_memory(CSV_MEMORY_FACTOR * size, f"{path}: reading this {size / 2**30:.2f} GiB CSV file")
-    raw = _read_csv_arrow(path)
+def _read_csv(path: Path, size: int) -> pd.DataFrame:
+    width = _header_width(path)
+    check_memory(
+        CSV_MEMORY_FACTOR * size + COLUMN_MEMORY_BYTES * width,
+        f"{path}: reading this {size / 2**30:.2f} GiB CSV file of {width:,} columns",
+    )
+    raw = _read_csv_arrow(path, width)
     try:
         # header=None keeps the header row as written: pandas would rename duplicates (a, a.1).
         raw = (
@@ -128,7 +143,20 @@ def _read_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
-def _read_csv_arrow(path: Path) -> pd.DataFrame | None:
+def _header_width(path: Path) -> int:
+    """The number of cells of the CSV file's first record (0: none); a file with NUL bytes at
+    its start is refused (not text: a binary file, or a sparse file's hole)."""
+    with path.open("rb") as handle:
+        if b"\0" in handle.read(1 << 16):
+            raise MatchoptError(f"{printable(path)}: holds NUL bytes: not a CSV text file")
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            return len(next(csv.reader(handle), []))
+    except (csv.Error, UnicodeDecodeError):
+        return 0  # the reader below names the problem by line
+
+
+def _read_csv_arrow(path: Path, width: int) -> pd.DataFrame | None:
     """The CSV file's cells as Arrow-backed text (the header row first), read at about the
     file's size in memory; None where pyarrow is absent or the file is not plain enough for
     it (blank lines of spaces, ragged rows, text that is not UTF-8): pandas' reader then reads
@@ -138,12 +166,10 @@ def _read_csv_arrow(path: Path) -> pd.DataFrame | None:
         import pyarrow.csv as pa_csv
     except ImportError:
         return None
+    if width == 0:
+        return None
+    names = [f"c{i}" for i in range(width)]
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            width = len(next(csv.reader(handle), []))
-        if width == 0:
-            return None
-        names = [f"c{i}" for i in range(width)]
         table = pa_csv.read_csv(
             path,
             read_options=pa_csv.ReadOptions(column_names=names),
@@ -154,6 +180,8 @@ def _read_csv_arrow(path: Path) -> pd.DataFrame | None:
                 quoted_strings_can_be_null=False,
             ),
         )
+    except MemoryError:
+        raise
     except (OSError, ValueError, UnicodeDecodeError, csv.Error, pa.ArrowException):
         return None
     frame = table.to_pandas(types_mapper={pa.string(): pd.StringDtype("pyarrow")}.get)
@@ -205,6 +233,7 @@ def _record_lines(path: Path) -> list[int] | None:
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
+    """The Parquet file's table, when the memory its columns take is there."""
     try:
         import pyarrow.parquet as pq
     except ImportError:
@@ -215,11 +244,12 @@ def _read_parquet(path: Path) -> pd.DataFrame:
         metadata = pq.read_metadata(path)
         size = sum(metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups))
         check_memory(
-            PARQUET_MEMORY_FACTOR * size,
-            f"{path}: reading this Parquet file ({size / 2**30:.2f} GiB uncompressed)",
+            PARQUET_MEMORY_FACTOR * size + COLUMN_MEMORY_BYTES * len(names),
+            f"{path}: reading this Parquet file ({size / 2**30:.2f} GiB uncompressed, "
+            f"{len(names):,} columns)",
         )
         frame = pq.read_table(path).to_pandas()
-    except MatchoptError:
+    except (MatchoptError, MemoryError):
         raise
     except Exception as err:  # pyarrow raises several unrelated types for a bad file
         reason = " ".join(str(err).split())

@@ -13,6 +13,7 @@ import numpy as np
 
 from matchopt.errors import MatchoptError
 from matchopt.runtime import check_memory
+from matchopt.safe_paths import check_regular
 
 
 def shard_paths(data_dir: Path | None, folder: str, prefix: str, n_shards: int) -> list[Path]:
@@ -21,8 +22,14 @@ def shard_paths(data_dir: Path | None, folder: str, prefix: str, n_shards: int) 
     return [base / f"{prefix}-{axis}-{k}.npy" for k in range(n_shards) for axis in ("x", "y")]
 
 
+#: Largest shard file opened (design-bench's largest, Hopper's, takes 0.3 GiB).
+MAX_SHARD_BYTES = 64 * 2**30
+
+
 def _open_shard(path: Path) -> np.ndarray:
-    """A read-only memory map of one ``.npy`` file (nothing is read but its header)."""
+    """A read-only memory map of one ``.npy`` file (nothing is read but its header); only a
+    regular file (a pipe would block, a device map without end)."""
+    check_regular(path, MAX_SHARD_BYTES, "design-bench file")
     try:
         return np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as err:
@@ -76,10 +83,13 @@ def load_shards(
     if total == 0:
         raise MatchoptError(f"{x_paths[0].parent}: the shards of {x_paths[0].name} hold no rows")
     x_dtype, y_dtype = np.result_type(*x_dtypes), np.result_type(*y_dtypes)
-    row_bytes = math.prod(row_shape or ()) * x_dtype.itemsize + y_dtype.itemsize
-    # The arrays, and about as much again for the task's offline subset and its encodings.
+    # The arrays as stored, and the task's offline rows (at most all) as designs: tokens become
+    # int64 (8 bytes from an int8 file's 1), floats float32 (DesignSpace.dtype).
+    design = np.dtype(np.int64 if set(x_kinds) <= set("iu") else np.float32)
+    cells = math.prod(row_shape or ())
+    row_bytes = cells * (x_dtype.itemsize + design.itemsize) + 2 * y_dtype.itemsize
     check_memory(
-        2 * total * row_bytes,
+        total * row_bytes,
         f"{x_paths[0].parent}: {total:,} rows of shape {tuple(row_shape or ())} (the .npy headers)",
     )
     x_all = np.empty((total, *(row_shape or ())), dtype=x_dtype)

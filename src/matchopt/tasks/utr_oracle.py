@@ -10,7 +10,11 @@ squared error on z-scored loads, Adam (lr 1e-3), batches of 128, 3 epochs, one f
 The fitted weights ship with matchopt (``utr_oracle/weights.safetensors``: raw tensors behind a
 JSON header, no pickle) beside ``utr_oracle/oracle.json`` (the recipe, the target's scaling, the
 held-out accuracy, the weights' sha256 and the command that regenerated them:
-``python benchmarks/fit_utr_oracle.py``). Loading checks the sha256 and every tensor's shape.
+``python benchmarks/fit_utr_oracle.py``). Every number that changes a score (the weights, the
+recipe, the target's mean and scale) is covered by one sha256 written in this module
+(:data:`ORACLE_SHA256`, :func:`oracle_digest`), not in the files it checks: a copy whose weights
+or ``oracle.json`` numbers were edited is refused, whatever digest the files say. Loading also
+checks every tensor's shape, and reads both files only as regular files of bounded size.
 """
 
 from __future__ import annotations
@@ -30,11 +34,17 @@ from torch import nn
 
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import fit_accuracy
+from matchopt.safe_paths import read_regular
 
 #: The folder of the shipped oracle, inside the package.
 ORACLE_FOLDER = "utr_oracle"
 WEIGHTS_FILE = "weights.safetensors"
 HEADER_FILE = "oracle.json"
+#: :func:`oracle_digest` of the shipped oracle (``benchmarks/fit_utr_oracle.py`` prints the
+#: value of one it fits, to write here with the files).
+ORACLE_SHA256 = "392f60d6e2456dc8404a6a1f1e424453d775e178f0f028f25320626381d9b821"
+#: Largest files read: the weights take 1.9 MB, the header 1 KB.
+MAX_WEIGHTS_BYTES, MAX_HEADER_BYTES = 64 * 2**20, 2**20
 
 
 @dataclass(frozen=True)
@@ -144,21 +154,33 @@ def predict(
     return out * y_std + y_mean
 
 
+def oracle_digest(weights: bytes, recipe: dict[str, Any], y_mean: float, y_std: float) -> str:
+    """sha256 of what defines the oracle: the bytes of its weights file, its recipe, and the
+    mean and scale its predictions are mapped back with (every number that changes a score)."""
+    digest = hashlib.sha256(weights)
+    numbers = {"recipe": recipe, "y_mean": y_mean, "y_std": y_std}
+    digest.update(json.dumps(numbers, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
 def save_oracle(
     folder: Path, net: OptimusNet, y_mean: float, y_std: float, header: dict[str, Any]
 ) -> dict[str, Any]:
-    """Write the weights (safetensors) and the JSON header (with their sha256) into ``folder``."""
+    """Write the weights (safetensors) and the JSON header (with their sha256 and the oracle's
+    :func:`oracle_digest`, which :data:`ORACLE_SHA256` must then hold) into ``folder``."""
     from safetensors.torch import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
     weights = folder / WEIGHTS_FILE
     state = {name: t.detach().contiguous() for name, t in net.state_dict().items()}
     save_file(state, str(weights))
+    raw = weights.read_bytes()
     header = {
         **header,
         "y_mean": y_mean,
         "y_std": y_std,
-        "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+        "weights_sha256": hashlib.sha256(raw).hexdigest(),
+        "oracle_sha256": oracle_digest(raw, header["recipe"], y_mean, y_std),
         "shapes": {name: list(t.shape) for name, t in state.items()},
     }
     (folder / HEADER_FILE).write_text(json.dumps(header, indent=2) + "\n")
@@ -169,42 +191,35 @@ class UTROracle:
     """The shipped oracle: mean ribosome load of 50-nt UTRs (tokens 0-3: A, C, G, T).
 
     Reads ``oracle.json`` and ``weights.safetensors`` from ``folder`` (default: the copy inside
-    the package), checks the weights' sha256 against the header and each tensor's shape against
-    the recipe's network, and refuses anything else with the reason.
+    the package), checks that they are the oracle of ``sha256`` (:func:`oracle_digest`; default
+    :data:`ORACLE_SHA256`, the shipped one) and each tensor's shape against the recipe's
+    network, and refuses anything else with the reason.
     """
 
-    def __init__(self, folder: Path | None = None):
-        from safetensors import SafetensorError
-        from safetensors.torch import load
-
+    def __init__(self, folder: Path | None = None, sha256: str = ORACLE_SHA256):
         base = Path(folder) if folder is not None else _package_folder()
+        self.header, raw = _read_files(base)
         header_path, weights_path = base / HEADER_FILE, base / WEIGHTS_FILE
-        try:
-            self.header = json.loads(header_path.read_text())
-            raw = weights_path.read_bytes()
-        except (OSError, ValueError, RecursionError) as err:
-            raise MatchoptError(f"cannot read the UTR oracle in {base}: {err}") from None
-        if not isinstance(self.header, dict):
-            raise MatchoptError(f"{header_path}: expected a JSON object")
-        digest = hashlib.sha256(raw).hexdigest()
-        if digest != self.header.get("weights_sha256"):
-            raise MatchoptError(
-                f"{weights_path}: sha256 {digest} does not match {header_path}'s "
-                f"{self.header.get('weights_sha256')!r}; regenerate both with "
-                "`python benchmarks/fit_utr_oracle.py`"
-            )
         try:
             self.recipe = OracleRecipe(**self.header["recipe"])
             self.y_mean = float(self.header["y_mean"])
             self.y_std = float(self.header["y_std"])
-            state = load(raw)
-        except (KeyError, TypeError, ValueError, SafetensorError) as err:
+            found = oracle_digest(raw, self.header["recipe"], self.y_mean, self.y_std)
+        except (KeyError, TypeError, ValueError) as err:
             raise MatchoptError(f"{header_path}: not a UTR oracle header ({err})") from None
+        if found != sha256:
+            raise MatchoptError(
+                f"{base}: the oracle's weights and numbers (sha256 {found[:16]}...) are not "
+                f"those of the oracle matchopt ships ({sha256[:16]}...): {WEIGHTS_FILE} or the "
+                f"recipe, y_mean or y_std of {HEADER_FILE} changed; reinstall matchopt, or "
+                "regenerate both with `python benchmarks/fit_utr_oracle.py`"
+            )
         self.net = OptimusNet(self.recipe)
+        state = _weights(raw, weights_path)
         expected = {name: tuple(t.shape) for name, t in self.net.state_dict().items()}
-        found = {name: tuple(t.shape) for name, t in state.items()}
-        if expected != found:
-            raise MatchoptError(f"{weights_path}: tensors {found} do not fit the recipe's network")
+        shapes = {name: tuple(t.shape) for name, t in state.items()}
+        if expected != shapes:
+            raise MatchoptError(f"{weights_path}: tensors {shapes} do not fit the recipe's network")
         self.net.load_state_dict(state)
         self.net.eval()
 
@@ -212,6 +227,31 @@ class UTROracle:
         """Predicted mean ribosome load (n,) of designs (n, 50)."""
         with torch.inference_mode():
             return predict(self.net, designs, self.y_mean, self.y_std)
+
+
+def _read_files(base: Path) -> tuple[dict[str, Any], bytes]:
+    """The header and the weights' bytes of the oracle in ``base`` (regular files, bounded)."""
+    header_path = base / HEADER_FILE
+    try:
+        header = json.loads(read_regular(header_path, MAX_HEADER_BYTES, "UTR oracle header"))
+        raw = read_regular(base / WEIGHTS_FILE, MAX_WEIGHTS_BYTES, "UTR oracle weights file")
+    except (ValueError, RecursionError) as err:
+        raise MatchoptError(f"cannot read the UTR oracle in {base}: {err}") from None
+    except MatchoptError as err:
+        raise MatchoptError(f"cannot read the UTR oracle in {base}: {err}") from None
+    if not isinstance(header, dict):
+        raise MatchoptError(f"{header_path}: expected a JSON object")
+    return header, raw
+
+
+def _weights(raw: bytes, path: Path) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    try:
+        return load(raw)
+    except (SafetensorError, ValueError) as err:
+        raise MatchoptError(f"{path}: not a safetensors file ({err})") from None
 
 
 def _package_folder() -> Path:
