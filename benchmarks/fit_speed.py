@@ -113,7 +113,7 @@ def main() -> None:
         a, b = methods
         for name in summary[a]:
             print(f"{name}: {a} / {b} wall = {summary[a][name] / summary[b][name]:.2f}")
-    print(json.dumps({"threads": os.cpu_count(), "results": results, "min_wall": summary}))
+    print(json.dumps({"cpu_count": os.cpu_count(), "results": results, "min_wall": summary}))
 
 
 if __name__ == "__main__":

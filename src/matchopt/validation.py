@@ -37,8 +37,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from scipy import stats
-from sklearn.metrics import ndcg_score
 
 from matchopt.errors import MatchoptError
 from matchopt.names import SPLITS
@@ -132,6 +130,11 @@ def _stratified_sample(order: np.ndarray, k: int, rng: np.random.Generator) -> n
 
 def ranking_metrics(predictions: np.ndarray, y: np.ndarray) -> dict[str, float]:
     """Every metric of :data:`METRICS` for predictions against true (normalized) scores."""
+    # Imported here: scipy.stats and sklearn.metrics take about a second to import, and most
+    # runs never compute a metric.
+    from scipy import stats
+    from sklearn.metrics import ndcg_score
+
     predictions = np.asarray(predictions, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     if not np.isfinite(predictions).all():
