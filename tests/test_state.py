@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.base import clone
-from test_tabular import assert_one_line_error, numeric_frame, run_cli
+from table_helpers import assert_one_line_error, numeric_frame, run_cli
 
 import matchopt.state as state
 from matchopt.errors import MatchoptError
