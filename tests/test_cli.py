@@ -472,3 +472,12 @@ def test_a_file_that_cannot_be_written_names_what_was_and_was_not(table, monkeyp
         f"{folder / 'o.report.html'}; NOT written: model {folder / 'm.pt'}"
     ) in err
     assert not (folder / "m.pt").exists()
+
+
+def test_every_subcommand_is_registered_where_it_is_defined():
+    from matchopt import cli
+    from matchopt.cli import commands
+
+    parser = cli.build_parser()
+    (subparsers,) = [a for a in parser._actions if a.choices and "run" in a.choices]
+    assert set(subparsers.choices) == set(cli.COMMANDS) == set(commands.REGISTERED)

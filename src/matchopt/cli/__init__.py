@@ -33,12 +33,13 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 
 def _command(name: str) -> Callable:
-    """The command ``cmd_<name>``, imported when it runs (the heavy imports wait until then)."""
+    """The subcommand ``name`` as :mod:`matchopt.cli.commands` registers it, imported when it
+    runs (the heavy imports wait until then)."""
 
     def command(args):
         from matchopt.cli import commands
 
-        return getattr(commands, f"cmd_{name}")(args)
+        return commands.REGISTERED[name](args)
 
     return command
 

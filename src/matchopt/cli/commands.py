@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from matchopt.bench import Grid, run_grid
@@ -44,6 +45,19 @@ from matchopt.tasks import (
 )
 from matchopt.tasks.download import data_status_table, ensure_task_data, fetch_task_data
 
+#: Subcommand name -> the function that runs it, registered where each is defined.
+REGISTERED: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def registered(name: str) -> Callable[[Callable[[argparse.Namespace], int]], Callable]:
+    """Register the decorated function as the subcommand ``name``."""
+
+    def register(function: Callable[[argparse.Namespace], int]) -> Callable:
+        REGISTERED[name] = function
+        return function
+
+    return register
+
 
 def parse_seeds(text: str) -> list[int]:
     try:
@@ -59,6 +73,7 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+@registered("run")
 def cmd_run(args: argparse.Namespace) -> int:
     args.task = task_name(args.task)  # also a design-bench name (TFBind8-Exact-v0)
     seeds = parse_seeds(args.seeds)
@@ -143,6 +158,7 @@ def _run_one(cell: Cell, task: Task, out: Path, args: argparse.Namespace) -> Run
     return record
 
 
+@registered("bench")
 def cmd_bench(args: argparse.Namespace) -> int:
     grid = Grid(
         tasks=list(get_suite(args.suite)) if args.suite else _task_names(args.tasks, "--tasks"),
@@ -172,6 +188,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
+@registered("report")
 def cmd_report(args: argparse.Namespace) -> int:
     if args.tasks and args.suite:
         raise MatchoptError("give --tasks or --suite, not both")
@@ -193,6 +210,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+@registered("study")
 def cmd_study(args: argparse.Namespace) -> int:
     if args.study == "checkpoint-selection":
         return _checkpoint_selection_study(args)
@@ -333,6 +351,7 @@ def _task_names(text: str, option: str) -> list[str]:
     return names
 
 
+@registered("data")
 def cmd_data(args: argparse.Namespace) -> int:
     if args.data_command == "fetch":
         print(fetch_task_data([task_name(t) for t in args.tasks], args.data_dir).text())
@@ -341,6 +360,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+@registered("tasks")
 def cmd_tasks(args: argparse.Namespace) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     print(f"data folder: {data_dir or f'(none: set --data-dir or {DATA_DIR_ENV})'}")
@@ -356,6 +376,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+@registered("methods")
 def cmd_methods(args: argparse.Namespace) -> int:
     if args.name is None:
         for title, rows in method_listing():
@@ -488,6 +509,7 @@ def _output_paths(args: argparse.Namespace, inputs: list[str]) -> tuple[Path, Pa
     return out, report
 
 
+@registered("optimize")
 def cmd_optimize(args: argparse.Namespace) -> int:
     from matchopt.tabular import TableOptimizer, check_output_path, parse_bounds, read_table
     from matchopt.tabular.optimizer import resolve_preset
@@ -556,6 +578,7 @@ def fit_line(optimizer) -> str:
     )
 
 
+@registered("propose")
 def cmd_propose(args: argparse.Namespace) -> int:
     from matchopt.tabular import TableOptimizer, read_table
 
