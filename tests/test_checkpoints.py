@@ -26,23 +26,29 @@ from matchopt.tasks import load_task
 SETTINGS = {"epochs": 12, "validation_every": 2}
 
 
-def fit_killed_midway(data, snapshot, monkeypatch) -> None:
-    """A validated-quick fit keeping snapshots in ``snapshot``, killed at its 8th trajectory
-    draw: in the middle of training, after the first validation (the selector holds parameters).
-    """
+def fit_killed_at_draw(method, data, snapshot, monkeypatch, draw: int) -> None:
+    """``method`` fitted keeping snapshots in ``snapshot``, killed (Ctrl-C) at its ``draw``-th
+    epoch of trajectories."""
     real, calls = matchopt_module.sample_trajectories, []
 
     def interrupted(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 8:
+        if len(calls) == draw:
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
     monkeypatch.setattr(matchopt_module, "sample_trajectories", interrupted)
-    first = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
     with pytest.raises(KeyboardInterrupt):
-        first.resume_from(snapshot, every=0).fit(data)
+        method.resume_from(snapshot, 0).fit(data)
     monkeypatch.setattr(matchopt_module, "sample_trajectories", real)
+
+
+def fit_killed_midway(data, snapshot, monkeypatch) -> None:
+    """A validated-quick fit keeping snapshots in ``snapshot``, killed at its 8th trajectory
+    draw: in the middle of training, after the first validation (the selector holds parameters).
+    """
+    first = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
+    fit_killed_at_draw(first, data, snapshot, monkeypatch, draw=8)
 
 
 def test_an_interrupted_fit_resumes_to_the_same_designs(tmp_path, monkeypatch):
@@ -588,18 +594,8 @@ def test_a_snapshot_that_claims_epochs_it_did_not_train_is_not_resumed(
     settings = {"epochs": 3}
     reference = make_method("matchopt", "quick", settings, seed=0).fit(data)
     snapshot = tmp_path / "seed0.pt"
-    real, calls = matchopt_module.sample_trajectories, []
-
-    def killed_in_epoch_two(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(matchopt_module, "sample_trajectories", killed_in_epoch_two)
-    with pytest.raises(KeyboardInterrupt):
-        make_method("matchopt", "quick", settings, seed=0).resume_from(snapshot, 0).fit(data)
-    monkeypatch.setattr(matchopt_module, "sample_trajectories", real)
+    killed = make_method("matchopt", "quick", settings, seed=0)
+    fit_killed_at_draw(killed, data, snapshot, monkeypatch, draw=2)  # in epoch two
     state = checkpoints.read_snapshot(snapshot)
     assert state["epoch"] == 1
     state["epoch"], state["values"]["losses"] = 3, state["values"]["losses"] * 3
