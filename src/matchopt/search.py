@@ -6,6 +6,7 @@ Everything here works on normalized feature tensors (n x d); methods decode the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,15 @@ from matchopt.data import top_rows
 from matchopt.errors import MatchoptError
 
 START_CHOICES = ("topk", "random", "gaussian")
+#: Starts that are offline rows: a search from them returns at most one design per row.
+ROW_STARTS = ("topk", "random")
+
+
+def search_start(default: str = "topk") -> Any:
+    """A config field naming where a search starts (:data:`START_CHOICES`), declared as such in
+    its metadata, so that :meth:`~matchopt.methods.Method.proposal_cap` finds it by what it is,
+    not by its name."""
+    return field(default=default, metadata={"choices": START_CHOICES, "search_start": True})
 
 
 def starting_points(

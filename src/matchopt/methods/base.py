@@ -30,6 +30,7 @@ from matchopt.errors import ConfigError, MatchoptError
 from matchopt.methods.engine import RunSupport
 from matchopt.methods.persistence import ModelFile
 from matchopt.runtime import MAX_SEED, resolve_device
+from matchopt.search import ROW_STARTS
 
 if TYPE_CHECKING:
     import torch
@@ -116,10 +117,14 @@ class Method(ModelFile, RunSupport, ABC):
     def proposal_cap(self, n_rows: int) -> int | None:
         """Most designs one :meth:`propose` can return after fitting ``n_rows`` rows (None: any).
 
-        Searches that start from offline rows (``init`` topk or random) return at most one
-        design per row.
+        Searches that start from offline rows (a :func:`~matchopt.search.search_start` field set
+        to topk or random) return at most one design per row.
         """
-        return n_rows if getattr(self.config_, "init", None) in ("topk", "random") else None
+        for config_field in dataclasses.fields(self.config_):
+            if config_field.metadata.get("search_start"):
+                if getattr(self.config_, config_field.name) in ROW_STARTS:
+                    return n_rows
+        return None
 
     def fit_report(self) -> dict[str, Any]:
         """What ``fit`` measured about itself (e.g. validation curves), kept in run records.

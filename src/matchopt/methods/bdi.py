@@ -58,7 +58,7 @@ from matchopt.errors import MatchoptError
 from matchopt.methods.base import Method
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models.ntk import ntk_regression_coefficients, relu_ntk, relu_ntk_diag
-from matchopt.search import START_CHOICES, gradient_ascent
+from matchopt.search import gradient_ascent, search_start
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class BDIConfig:
     """Adam steps on the designs."""
     search_lr: float | None = learning_rate(None)
     """Adam step size; None = 0.1 for discrete designs (logits), 0.001 for continuous ones."""
-    init: str = field(default="topk", metadata={"choices": START_CHOICES})
+    init: str = search_start()
     """Search starts: topk (code), random offline rows, or gaussian N(0, I)."""
     max_rows: int | None = 40_000
     """Offline rows in the kernel; larger sets become a seeded random subset (None: all rows)."""

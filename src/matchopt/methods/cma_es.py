@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -40,7 +40,7 @@ from matchopt.errors import MatchoptError
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.methods.wrappers import in_default_threads
 from matchopt.models import EnsembleConfig
-from matchopt.search import START_CHOICES
+from matchopt.search import search_start
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class CmaEsConfig(EnsembleConfig):
     """Most CMA-ES iterations (generations) per run."""
     popsize: int | None = None
     """Population size; None = pycma's default 4 + floor(3 ln d)."""
-    init: str = field(default="topk", metadata={"choices": START_CHOICES})
+    init: str = search_start()
     """Run starts: topk (design-baselines), random offline rows, or gaussian N(0, I)."""
     runs_at_once: int | None = None
     """Runs advanced in lockstep (one surrogate call for their populations); None = as many as

@@ -35,7 +35,7 @@ from matchopt.config_fields import count, learning_rate
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.methods.wrappers import in_default_threads
 from matchopt.models import EnsembleConfig, GaussianEnsemble
-from matchopt.search import START_CHOICES, gradient_ascent
+from matchopt.search import gradient_ascent, search_start
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class GradientAscentConfig(EnsembleConfig):
     """Gradient-ascent steps on the designs."""
     search_lr: float = learning_rate(0.01)
     """Base step size; the step is search_lr * sqrt(number of features)."""
-    init: str = field(default="topk", metadata={"choices": START_CHOICES})
+    init: str = search_start()
     """Search starts: topk (design-baselines), random offline rows, or gaussian N(0, I)."""
 
 

@@ -55,7 +55,7 @@ from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models.mlp import MLP
 from matchopt.models.optim import adam
 from matchopt.runtime import seeded_torch_rng
-from matchopt.search import START_CHOICES, gradient_ascent
+from matchopt.search import gradient_ascent, search_start
 from matchopt.validation import (
     SELECTIONS,
     SPLITS,
@@ -102,7 +102,7 @@ class MatchOptConfig(GradientMatchingConfig):
     """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
     search_lr_scale: float = scale(1.0)
     """Multiplies the search step size (``search_lr`` or its default); 1 = the paper."""
-    init: str = field(default="topk", metadata={"choices": START_CHOICES})
+    init: str = search_start()
     """Search starts: topk (paper), random offline rows, or gaussian N(0, I) (script, TF-Bind)."""
     backend: str = field(default="fused", metadata={"choices": ("fused", "autograd")})
     """How the loss gradient is computed: closed form (fused) or autograd; both are exact."""

@@ -13,7 +13,7 @@ Not in the MATCH-OPT paper; no deviations to list.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -25,7 +25,7 @@ from matchopt.methods.base import Method
 from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
 from matchopt.models import MLP
 from matchopt.runtime import seeded_torch_rng
-from matchopt.search import START_CHOICES, gradient_ascent
+from matchopt.search import gradient_ascent, search_start
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class UntrainedConfig:
     """Adam steps on the designs."""
     search_lr: float | None = learning_rate(None)
     """Search step size; None = 0.01 for discrete designs (logits), 0.001 for continuous ones."""
-    init: str = field(default="topk", metadata={"choices": START_CHOICES})
+    init: str = search_start()
     """Search starts: topk (as MATCH-OPT), random offline rows, or gaussian N(0, I)."""
 
 
