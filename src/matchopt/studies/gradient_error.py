@@ -70,7 +70,7 @@ def _shekel_function():
 
     The library of record (the standard centers and widths, 3.6 in the last center). BoTorch
     keeps the constants in float32, so values differ from the float64 formula by up to about
-    4e-8 (on values up to 10.54); ``tests/studies/test_study_gradient_error.py`` checks both.
+    4e-8 (on values up to 10.54); ``tests/studies/test_gradient_error.py`` checks both.
     """
     from botorch.test_functions import Shekel
 
