@@ -1,4 +1,5 @@
-"""Files matchopt writes: a lock that follows no link, outputs with ordinary permissions."""
+"""Files matchopt writes: a lock that follows no link, outputs with ordinary permissions, atomic
+writes (never a partial file)."""
 
 import os
 import stat
@@ -199,3 +200,54 @@ def test_names_on_the_command_line_are_echoed_escaped_and_cut(tmp_path, capsys):
     assert "t\\x1b[31m.csv" in captured.err and "p\\x1b[2J.csv" in captured.out
     long = printable("x" * 100_000_000)
     assert len(long) < 1100 and "characters cut" in long
+
+
+def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    atomic_write_bytes(target, b"old")
+
+    def interrupted(src, dst, **folders):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("matchopt.io.os.replace", interrupted)
+    try:
+        atomic_write_bytes(target, b"new content")
+    except KeyboardInterrupt:
+        pass
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary file left
+
+
+def test_atomic_write_syncs_the_bytes_before_the_rename_and_the_folder_after(tmp_path, monkeypatch):
+    import matchopt.io as io_module
+
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        info = os.fstat(fd)
+        events.append(("fsync", "folder" if stat.S_ISDIR(info.st_mode) else info.st_size))
+        real_fsync(fd)
+
+    def replace(src, dst, **folders):
+        events.append(("replace", os.path.basename(dst)))
+        real_replace(src, dst, **folders)
+
+    monkeypatch.setattr(io_module.os, "fsync", fsync)
+    monkeypatch.setattr(io_module.os, "replace", replace)
+    atomic_write_bytes(tmp_path / "out.json", b"12345")
+    # The file's five bytes, then the rename, then the folder (so the rename survives a crash).
+    assert events == [("fsync", 5), ("replace", "out.json"), ("fsync", "folder")]
+
+
+def test_atomic_write_keeps_the_mode_of_a_replaced_file(tmp_path):
+    path = tmp_path / "proposals.csv"
+    path.write_text("old")
+    path.chmod(0o640)
+    atomic_write_bytes(path, b"new")
+    assert path.read_bytes() == b"new" and (path.stat().st_mode & 0o777) == 0o640
+    fresh = tmp_path / "fresh.csv"
+    atomic_write_bytes(fresh, b"x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (fresh.stat().st_mode & 0o777) == 0o666 & ~umask

@@ -349,55 +349,46 @@ def offline_best(records: Sequence[RunRecord]) -> dict[str, float]:
     return best
 
 
-def _score_table(
-    style: _Style, summary: pd.DataFrame, q: float, offline: dict[str, float] | None = None
-) -> str:
-    rows_q = summary[summary["q"] == q]
-    means = mean_matrix(summary, q)
-    ranks = rank_methods(means)
-    mnr = mean_normalized_rank(means)
-    usual = _usual_count(rows_q["n_seeds"])
-    cells = rows_q.set_index(["task", "method"])
-    tasks, methods = list(means.index), list(means.columns)
-    # A "published" column beside each task the paper reports, if any of these methods is in it.
-    shown = {
+def _shown_published(q: float, tasks: Sequence[str], methods: Sequence[str]) -> set[str]:
+    """The tasks that get a "published" column: the paper reports them at ``q`` for at least one
+    of ``methods``."""
+    return {
         task
         for task in set(tasks) & published_tasks(q)
         if any(published_cell(q, method, task) is not None for method in methods)
     }
-    rows = []
-    for method in methods:
-        row = [style.name(method)]
-        for task in tasks:
-            if task in shown:
-                paper = published_cell(q, method, task)
-                row.append(paper.replace(" ± ", style.pm) if paper else style.missing)
-            if (task, method) not in cells.index:
-                row.append(style.missing)
-                continue
-            cell = cells.loc[(task, method)]
-            rank = ranks.loc[task, method]
-            best = not math.isnan(rank) and rank == 1
-            text = _score_cell(style, cell["mean"], cell["std"], int(cell["n_seeds"]), best)
-            text += f" ({int(rank)})" if not math.isnan(rank) else ""
-            if int(cell["n_seeds"]) != usual:
-                text += " " + _seed_note(int(cell["n_seeds"]))
-            row.append(text)
-        row.append(_SCORE.format(mnr[method]))
-        rows.append(row)
-    if offline:
-        best_row = [style.name("offline best")]
-        for t in tasks:
-            best_row += [style.missing] if t in shown else []
-            best_row.append(_SCORE.format(offline[t]) if t in offline else style.missing)
-        rows.append(best_row + [style.missing])
-    header = ["Method"]
+
+
+def _measured_cell(
+    style: _Style, cells: pd.DataFrame, ranks: pd.DataFrame, task: str, method: str, usual: int
+) -> str:
+    """``mean ± std (rank)``, bold where best on the task, its seed count where unusual."""
+    if (task, method) not in cells.index:
+        return style.missing
+    cell = cells.loc[(task, method)]
+    rank = ranks.loc[task, method]
+    best = not math.isnan(rank) and rank == 1
+    text = _score_cell(style, cell["mean"], cell["std"], int(cell["n_seeds"]), best)
+    text += f" ({int(rank)})" if not math.isnan(rank) else ""
+    if int(cell["n_seeds"]) != usual:
+        text += " " + _seed_note(int(cell["n_seeds"]))
+    return text
+
+
+def _offline_best_row(
+    style: _Style, tasks: Sequence[str], shown: set[str], offline: dict[str, float]
+) -> list[str]:
+    """The "offline best" row: each task's best offline score, unranked, no MNR."""
+    row = [style.name("offline best")]
     for t in tasks:
-        header += [style.name(f"{t} (published)")] if t in shown else []
-        header.append(style.name(t))
-    header.append("MNR")
-    title = f"Normalized score, percentile {q:g} of each run's designs"
-    notes = (
+        row += [style.missing] if t in shown else []
+        row.append(_SCORE.format(offline[t]) if t in offline else style.missing)
+    return row + [style.missing]
+
+
+def _score_notes(style: _Style, usual: int, offline: bool, shown: bool) -> str:
+    """What a score table's cells, marks and extra rows and columns mean."""
+    return (
         f"Cells: mean{style.pm}std over seeds (population std; one seed: its score) and (rank on "
         "the task: 1 = best, "
         f"ties share the better rank); bold: best mean on the task; {usual} seeds per cell "
@@ -416,6 +407,39 @@ def _score_table(
             else ""
         )
     )
+
+
+def _score_table(
+    style: _Style, summary: pd.DataFrame, q: float, offline: dict[str, float] | None = None
+) -> str:
+    rows_q = summary[summary["q"] == q]
+    means = mean_matrix(summary, q)
+    ranks = rank_methods(means)
+    mnr = mean_normalized_rank(means)
+    usual = _usual_count(rows_q["n_seeds"])
+    cells = rows_q.set_index(["task", "method"])
+    tasks, methods = list(means.index), list(means.columns)
+    # A "published" column beside each task the paper reports, if any of these methods is in it.
+    shown = _shown_published(q, tasks, methods)
+    rows = []
+    for method in methods:
+        row = [style.name(method)]
+        for task in tasks:
+            if task in shown:
+                paper = published_cell(q, method, task)
+                row.append(paper.replace(" ± ", style.pm) if paper else style.missing)
+            row.append(_measured_cell(style, cells, ranks, task, method, usual))
+        row.append(_SCORE.format(mnr[method]))
+        rows.append(row)
+    if offline:
+        rows.append(_offline_best_row(style, tasks, shown, offline))
+    header = ["Method"]
+    for t in tasks:
+        header += [style.name(f"{t} (published)")] if t in shown else []
+        header.append(style.name(t))
+    header.append("MNR")
+    title = f"Normalized score, percentile {q:g} of each run's designs"
+    notes = _score_notes(style, usual, bool(offline), bool(shown))
     return style.table(title, header, rows, notes)
 
 
@@ -782,6 +806,43 @@ def _filter(records: list[RunRecord], field: str, wanted: Sequence[str] | None) 
     return [r for r in records if getattr(r, field) in set(wanted)]
 
 
+def _check_format(fmt: str, summary_only: bool) -> None:
+    """Refuse an unknown format, and the summary alone in CSV."""
+    if fmt not in FORMATS:
+        raise MatchoptError(f"report format {fmt!r} is not one of {', '.join(FORMATS)}")
+    if summary_only and fmt == "csv":
+        raise MatchoptError("--summary is a table of the md and latex formats, not of csv")
+
+
+def _intro(style: _Style, records: list[RunRecord], summary: pd.DataFrame) -> str:
+    """The report's opening: what it counts (runs, tasks, methods, presets) and what scores are;
+    a title in markdown, a comment in LaTeX."""
+    presets = ", ".join(style.name(p) for p in sorted({r.preset for r in records}))
+    intro = (
+        f"{_count(len(records), 'run')}, {_count(summary['task'].nunique(), 'task')}, "
+        f"{_count(summary['method'].nunique(), 'method')} (presets: {presets}); scores are "
+        "normalized oracle values of each run's designs, nearest-rank percentiles."
+    )
+    return "# matchopt report\n\n" + intro if style.fmt == "md" else style.note(intro)
+
+
+def _missing_and_older_tables(
+    style: _Style,
+    results_dir: str | Path,
+    records: list[RunRecord],
+    methods: Sequence[str] | None,
+) -> list[str]:
+    """Tables of the cells that need a look: records missing, records of an older format."""
+    tables = []
+    missing = missing_cells(results_dir, records, methods)
+    if len(missing):
+        tables.append(_missing_table(style, missing))
+    older = older_format_cells(records)
+    if older:
+        tables.append(_older_format_table(style, older))
+    return tables
+
+
 def write_report(
     results_dir: str | Path,
     percentiles: Iterable[float] = (100, 50),
@@ -814,10 +875,7 @@ def write_report(
     Raises:
         MatchoptError: On a bad format or percentile, or unreadable or missing records.
     """
-    if fmt not in FORMATS:
-        raise MatchoptError(f"report format {fmt!r} is not one of {', '.join(FORMATS)}")
-    if summary_only and fmt == "csv":
-        raise MatchoptError("--summary is a table of the md and latex formats, not of csv")
+    _check_format(fmt, summary_only)
     qs = check_percentiles(percentiles)
     records = load_records(results_dir)
     records = _filter(_filter(records, "task", tasks), "method", methods)
@@ -828,13 +886,7 @@ def write_report(
     if fmt == "csv":
         return _csv_report(summary, times if runtime else times.iloc[:0], qs)
     style = _Style(fmt)
-    presets = ", ".join(style.name(p) for p in sorted({r.preset for r in records}))
-    intro = (
-        f"{_count(len(records), 'run')}, {_count(summary['task'].nunique(), 'task')}, "
-        f"{_count(summary['method'].nunique(), 'method')} (presets: {presets}); scores are "
-        "normalized oracle values of each run's designs, nearest-rank percentiles."
-    )
-    parts = ["# matchopt report\n\n" + intro if fmt == "md" else style.note(intro)]
+    parts = [_intro(style, records, summary)]
     best = offline_best(records)
     lab = lab_frame(records)
     if summary_only:
@@ -847,12 +899,7 @@ def write_report(
     if runtime:
         cells = (shared_ensemble_cells(records), seed_batch_cells(records))
         parts.append(_runtime_table(style, times, run_devices(records), *cells))
-    missing = missing_cells(results_dir, records, methods)
-    if len(missing):
-        parts.append(_missing_table(style, missing))
-    older = older_format_cells(records)
-    if older:
-        parts.append(_older_format_table(style, older))
+    parts += _missing_and_older_tables(style, results_dir, records, methods)
     return "\n\n".join(parts) + "\n"
 
 

@@ -826,26 +826,9 @@ def _not_read(source: str, reason: str) -> StateError:
     )
 
 
-def load_state(data: bytes, kind: str, source: str = "model") -> Any:
-    """The object in the bytes of a model file of ``kind`` (written by :func:`state_bytes`).
-
-    Raises:
-        TypeError: ``data`` is not bytes, a bytearray or a memoryview.
-        StateError: not a model file (e.g. an old pickle-based one: refused unread), another
-            kind, a newer format, a file or header over the size limits, a header that names
-            anything matchopt does not load, or objects that fail their checks (see the module
-            notes); the message names the file and where the problem is.
-    """
-    if isinstance(data, (bytearray, memoryview)):
-        data = bytes(data)
-    if not isinstance(data, bytes):
-        raise TypeError(
-            f"a model file's data must be bytes (or a bytearray or memoryview), not "
-            f"{type(data).__name__}"
-        )
-    if data[:4] == b"PK\x03\x04":  # the older format: a torch.save archive
-        raise _older_format(source)
-    header_text, tensors = _read_safetensors(data, source)
+def _checked_header(header_text: str, kind: str, source: str) -> dict[str, Any]:
+    """A model file's matchopt header, parsed and checked: its size, its JSON, the format, a
+    version this matchopt reads, and ``kind``."""
     if len(header_text) > MAX_HEADER_CHARS:
         raise StateError(
             f"{source}: not a valid matchopt model file (its header takes "
@@ -877,7 +860,12 @@ def load_state(data: bytes, kind: str, source: str = "model") -> Any:
         raise StateError(
             f"{source}: holds a {_short(header.get('kind'))} model, not a {kind!r} one"
         )
-    tree = header.get("tree")
+    return header
+
+
+def _decode_tree(tree: Any, tensors: dict[str, torch.Tensor], source: str) -> Any:
+    """The object a header's tree describes, rebuilt with ``tensors``; any error a crafted file
+    makes the rebuilt objects raise becomes a :class:`StateError` naming where it arose."""
     decoder = _Decoder(tensors, source)
     name = tree.get("class") if isinstance(tree, dict) else None
     known = decoder.classes.get(name) if isinstance(name, str) else None
@@ -893,6 +881,30 @@ def load_state(data: bytes, kind: str, source: str = "model") -> Any:
         if isinstance(err, RecursionError):
             raise decoder.fail(f"{where}: nested too deeply") from None
         raise decoder.fail(f"{where}: {type(err).__name__}: {err}") from None
+
+
+def load_state(data: bytes, kind: str, source: str = "model") -> Any:
+    """The object in the bytes of a model file of ``kind`` (written by :func:`state_bytes`).
+
+    Raises:
+        TypeError: ``data`` is not bytes, a bytearray or a memoryview.
+        StateError: not a model file (e.g. an old pickle-based one: refused unread), another
+            kind, a newer format, a file or header over the size limits, a header that names
+            anything matchopt does not load, or objects that fail their checks (see the module
+            notes); the message names the file and where the problem is.
+    """
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, bytes):
+        raise TypeError(
+            f"a model file's data must be bytes (or a bytearray or memoryview), not "
+            f"{type(data).__name__}"
+        )
+    if data[:4] == b"PK\x03\x04":  # the older format: a torch.save archive
+        raise _older_format(source)
+    header_text, tensors = _read_safetensors(data, source)
+    header = _checked_header(header_text, kind, source)
+    return _decode_tree(header.get("tree"), tensors, source)
 
 
 def write_state(path: str | Path, obj: Any, kind: str) -> Path:

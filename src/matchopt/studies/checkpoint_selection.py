@@ -287,6 +287,40 @@ def _other_seeds(
     return frames
 
 
+def _check_arguments(every: int, seeds: Sequence[int]) -> None:
+    """Refuse a checkpoint interval under one epoch and repeated or negative seeds."""
+    if every < 1:
+        raise MatchoptError(f"--every must be >= 1 epoch, got {every}")
+    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
+
+
+def _settings_description(
+    split: str, fraction: float, every: int, preset: str, overrides: dict[str, Any] | None
+) -> str:
+    """The settings a stored seed of ``split`` must have been made with (JSON), to be read back."""
+    settings = {"split": split, "fraction": fraction, "every": every, "preset": preset}
+    return json.dumps({**settings, "overrides": overrides or {}}, sort_keys=True)
+
+
+def _write_tables_and_figures(
+    out: Path, checkpoints: pd.DataFrame, tasks: Sequence[str], splits: Sequence[str]
+) -> pd.DataFrame:
+    """Write the checkpoints, rules, correlations and picks tables and one figure per task and
+    split into ``out``; returns the rule table."""
+    picks = rule_picks(checkpoints)
+    rules = rule_table(picks)
+    atomic_write_bytes(out / CHECKPOINTS_FILE, csv_bytes(checkpoints))
+    atomic_write_bytes(out / RULES_FILE, csv_bytes(rules, index=True))
+    atomic_write_bytes(out / CORRELATION_FILE, csv_bytes(metric_correlations(checkpoints), True))
+    atomic_write_bytes(out / "picks.csv", csv_bytes(picks))
+    for task_name in dict.fromkeys(tasks):
+        for split in dict.fromkeys(splits):
+            png = _figure_png(checkpoints[checkpoints["split"] == split], picks, task_name)
+            atomic_write_bytes(out / f"{task_name}-{split}.png", png)
+    return rules
+
+
 def run_checkpoint_selection_study(
     tasks: Sequence[str],
     seeds: Sequence[int],
@@ -314,15 +348,11 @@ def run_checkpoint_selection_study(
         progress: progress bars on stderr.
     """
     pd = _import_pandas()
-    if every < 1:
-        raise MatchoptError(f"--every must be >= 1 epoch, got {every}")
-    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
+    _check_arguments(every, seeds)
     out = check_output_folder(out_dir, "study folder")
 
     def described(split: str) -> str:
-        settings = {"split": split, "fraction": fraction, "every": every, "preset": preset}
-        return json.dumps({**settings, "overrides": overrides or {}}, sort_keys=True)
+        return _settings_description(split, fraction, every, preset, overrides)
 
     frames = []
     jobs = [(task, split, seed) for task in tasks for split in splits for seed in seeds]
@@ -330,13 +360,11 @@ def run_checkpoint_selection_study(
     loaded: dict[str, Task] = {}
     for task_name, split, seed in bar:
         bar.set_postfix(task=task_name, split=split, seed=seed, refresh=True)
-
         if task_name not in loaded:
             loaded[task_name] = load_task(task_name, data_dir)
-        path = out / task_name / split / f"seed{seed}.csv"
         frame, _ = stored_or_computed(
             out,
-            path,
+            out / task_name / split / f"seed{seed}.csv",
             described(split),
             study_seed,
             loaded[task_name],
@@ -352,17 +380,7 @@ def run_checkpoint_selection_study(
     bar.close()
     frames += _other_seeds(out, tasks, splits, set(jobs), described)
     checkpoints = pd.concat(frames, ignore_index=True)
-    picks = rule_picks(checkpoints)
-    rules = rule_table(picks)
-    atomic_write_bytes(out / CHECKPOINTS_FILE, csv_bytes(checkpoints))
-    atomic_write_bytes(out / RULES_FILE, csv_bytes(rules, index=True))
-    atomic_write_bytes(out / CORRELATION_FILE, csv_bytes(metric_correlations(checkpoints), True))
-    atomic_write_bytes(out / "picks.csv", csv_bytes(picks))
-    for task_name in dict.fromkeys(tasks):
-        for split in dict.fromkeys(splits):
-            png = _figure_png(checkpoints[checkpoints["split"] == split], picks, task_name)
-            atomic_write_bytes(out / f"{task_name}-{split}.png", png)
-    return rules
+    return _write_tables_and_figures(out, checkpoints, tasks, splits)
 
 
 def format_table(frame: pd.DataFrame) -> str:

@@ -70,7 +70,7 @@ def _shekel_function():
 
     The library of record (the standard centers and widths, 3.6 in the last center). BoTorch
     keeps the constants in float32, so values differ from the float64 formula by up to about
-    4e-8 (on values up to 10.54); ``tests/studies/test_study_gradient_error.py`` checks both.
+    4e-8 (on values up to 10.54); ``tests/studies/test_gradient_error.py`` checks both.
     """
     from botorch.test_functions import Shekel
 
@@ -339,6 +339,42 @@ def _error_table(surrogates: dict, x_test: dict) -> Any:
     return pd.concat(tables, ignore_index=True)
 
 
+def _shekel_data(
+    n_train: int, alphas: Sequence[float], n_test: int, seed: int
+) -> tuple[OfflineData, dict[float, np.ndarray]]:
+    """Training rows drawn from N(0, I) with their Shekel values, and test inputs per alpha
+    drawn from N(0, alpha I) (one draw, scaled)."""
+    dim = SHEKEL_DIM
+    x_train = np.random.default_rng([seed, 0]).standard_normal((n_train, dim))
+    data = OfflineData(x_train, shekel(x_train), DesignSpace.continuous(dim))
+    z_test = np.random.default_rng([seed, 1]).standard_normal((n_test, dim))
+    return data, {alpha: np.sqrt(alpha) * z_test for alpha in alphas}
+
+
+def _train_surrogates(
+    data: OfflineData, config: MatchOptConfig, seed: int, progress: bool
+) -> dict[str, tuple[torch.nn.Module, DesignEncoder]]:
+    """MATCH-OPT and regression trained on ``data`` with the same network, epochs, learning rate
+    and batch size (MATCH-OPT's trajectory length): name -> (model, its encoder)."""
+    matchopt = MatchOpt(config, seed=seed, progress=progress).fit(data)
+    encoder = DesignEncoder(data.space).fit(data.x, data.y)
+    regression, _ = fit_regression(
+        torch.from_numpy(encoder.encode_x(data.x)),
+        torch.from_numpy(encoder.encode_y(data.y)),
+        hidden=config.hidden,
+        negative_slope=config.negative_slope,
+        epochs=config.epochs,
+        lr=config.lr,
+        batch_size=config.trajectory_length,
+        seed=seed,
+        progress=progress,
+    )
+    return {
+        "match-opt": (matchopt.model_, matchopt.encoder_),
+        "regression": (regression, encoder),
+    }
+
+
 def run_gradient_error_study(
     out_dir: str | Path,
     n_train: int = 1_000,
@@ -376,34 +412,11 @@ def run_gradient_error_study(
     _import_pandas()  # without pandas, fail before training
     alphas = _validate(n_train, alphas, n_test, epochs, lr, batch_size)
     out_dir = check_output_folder(out_dir, "study folder")  # before training, as the others
-    dim = SHEKEL_DIM
-
-    x_train = np.random.default_rng([seed, 0]).standard_normal((n_train, dim))
-    data = OfflineData(x_train, shekel(x_train), DesignSpace.continuous(dim))
-    z_test = np.random.default_rng([seed, 1]).standard_normal((n_test, dim))
-    x_test = {alpha: np.sqrt(alpha) * z_test for alpha in alphas}
-
+    data, x_test = _shekel_data(n_train, alphas, n_test, seed)
     config = dataclasses.replace(
         MatchOptConfig(), epochs=epochs, lr=lr, trajectory_length=batch_size, hidden=tuple(hidden)
     )
-    matchopt = MatchOpt(config, seed=seed, progress=progress).fit(data)
-    encoder = DesignEncoder(data.space).fit(data.x, data.y)
-    regression, _ = fit_regression(
-        torch.from_numpy(encoder.encode_x(data.x)),
-        torch.from_numpy(encoder.encode_y(data.y)),
-        hidden=config.hidden,
-        negative_slope=config.negative_slope,
-        epochs=epochs,
-        lr=lr,
-        batch_size=batch_size,
-        seed=seed,
-        progress=progress,
-    )
-    surrogates = {
-        "match-opt": (matchopt.model_, matchopt.encoder_),
-        "regression": (regression, encoder),
-    }
-
+    surrogates = _train_surrogates(data, config, seed, progress)
     errors = _error_table(surrogates, x_test)
     summary = summarize(errors, x_test)
 

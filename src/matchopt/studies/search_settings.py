@@ -46,7 +46,7 @@ from tqdm.auto import tqdm
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import percentile
 from matchopt.io import atomic_write_bytes, check_output_folder
-from matchopt.methods import build_config, get_method_entry, make_method
+from matchopt.methods import MethodEntry, build_config, get_method_entry, make_method
 from matchopt.studies.stored import csv_bytes, stored_or_computed
 from matchopt.tasks import Task, load_task
 
@@ -191,6 +191,66 @@ def _figure_png(frame: pd.DataFrame, order: Sequence[str], chosen: str) -> bytes
     return buffer.getvalue()
 
 
+def _typed_grid(
+    entry: MethodEntry,
+    grid: Mapping[str, Sequence[Any]],
+    seeds: Sequence[int],
+    preset: str,
+    overrides: Mapping[str, Any],
+) -> tuple[dict[str, list[Any]], list[str]]:
+    """The grid with its values as the config types them, and its combinations' names in order.
+
+    Raises:
+        MatchoptError: an empty grid, a field also overridden, a combination the config
+            refuses (before any training), or bad seeds.
+    """
+    if not grid or any(len(values) == 0 for values in grid.values()):
+        raise MatchoptError("the grid needs at least one field with at least one value")
+    clash = set(grid) & set(overrides)
+    if clash:
+        raise MatchoptError(f"{', '.join(sorted(clash))}: in the grid and in --set")
+    # Every combination must be a valid config (fails before any training).
+    settings = combinations(grid)
+    for setting in settings:
+        build_config(entry, preset, {**overrides, **setting})
+    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+        raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
+    # Grid values as the config types them (e.g. "0.3" -> 0.3), so names are the same however
+    # the values were given.
+    typed = [
+        {k: getattr(build_config(entry, preset, {**overrides, **s}), k) for k in s}
+        for s in settings
+    ]
+    typed_grid = {name: list(dict.fromkeys(s[name] for s in typed)) for name in grid}
+    return typed_grid, [setting_name(s) for s in typed]
+
+
+def _study_identity(
+    method_name: str,
+    entry: MethodEntry,
+    grid: Mapping[str, Sequence[Any]],
+    preset: str,
+    overrides: Mapping[str, Any],
+) -> str:
+    """The settings a stored table must have been made with (JSON), to be read back.
+
+    The method's config without the grid's fields (the grid sets them; their defaults may change
+    later, e.g. when the study's winner is frozen into them).
+    """
+    config = build_config(entry, preset, dict(overrides))
+    fixed = {k: v for k, v in dataclasses.asdict(config).items() if k not in grid}
+    return json.dumps(
+        {
+            "method": method_name,
+            "preset": preset,
+            "config": fixed,
+            "grid": {k: [str(v) for v in vs] for k, vs in grid.items()},
+        },
+        sort_keys=True,
+        default=str,
+    )
+
+
 def run_search_settings_study(
     method_name: str,
     grid: Mapping[str, Sequence[Any]],
@@ -211,40 +271,9 @@ def run_search_settings_study(
     import pandas as pd
 
     entry = get_method_entry(method_name)
-    if not grid or any(len(values) == 0 for values in grid.values()):
-        raise MatchoptError("the grid needs at least one field with at least one value")
-    clash = set(grid) & set(overrides or {})
-    if clash:
-        raise MatchoptError(f"{', '.join(sorted(clash))}: in the grid and in --set")
-    # Every combination must be a valid config (fails before any training).
-    settings = combinations(grid)
-    for setting in settings:
-        build_config(entry, preset, {**dict(overrides or {}), **setting})
-    if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-        raise MatchoptError(f"seeds must be distinct and >= 0, got {list(seeds)}")
-    # Grid values as the config types them (e.g. "0.3" -> 0.3), so names are the same however
-    # the values were given.
-    typed = [
-        {k: getattr(build_config(entry, preset, {**dict(overrides or {}), **s}), k) for k in s}
-        for s in settings
-    ]
-    grid = {name: list(dict.fromkeys(s[name] for s in typed)) for name in grid}
-    order = [setting_name(s) for s in typed]
-    config = build_config(entry, preset, dict(overrides or {}))
+    grid, order = _typed_grid(entry, grid, seeds, preset, dict(overrides or {}))
+    described = _study_identity(method_name, entry, grid, preset, dict(overrides or {}))
     out = check_output_folder(out_dir, "study folder")
-    # The study's identity: the method's config without the grid's fields (the grid sets them;
-    # their defaults may change later, e.g. when the study's winner is frozen into them).
-    fixed = {k: v for k, v in dataclasses.asdict(config).items() if k not in grid}
-    described = json.dumps(
-        {
-            "method": method_name,
-            "preset": preset,
-            "config": fixed,
-            "grid": {k: [str(v) for v in vs] for k, vs in grid.items()},
-        },
-        sort_keys=True,
-        default=str,
-    )
     frames = []
     jobs = [(task, seed) for task in tasks for seed in seeds]
     bar = tqdm(jobs, desc="search-settings study", unit="run", disable=not progress)

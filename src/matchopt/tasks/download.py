@@ -38,7 +38,7 @@ import socket
 import sys
 import tempfile
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -298,6 +298,64 @@ def _one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__
 
 
+def _plan_files(tasks: Iterable[str | type[Task]], report: FetchReport) -> list[str]:
+    """The files of ``tasks`` in order, each once; tasks without files go to ``report.no_files``."""
+    plan: list[str] = []
+    for task in tasks:
+        names = task_files(task)
+        if not names:
+            report.no_files.append(_task_class(task).name)
+        plan.extend(n for n in names if n not in plan)
+    return plan
+
+
+def _download_checked(
+    client: Client,
+    name: str,
+    temp: Path,
+    folder: Path,
+    expected: str | None,
+    later: Sequence[str],
+) -> Path:
+    """``name`` downloaded into ``temp``, its sha256 checked when ``expected`` is known.
+
+    Raises:
+        MatchoptError: the download failed (the message names ``name`` and the files of
+            ``later`` not yet in ``folder``: all that is still missing), gave no file, or gave a
+            file of another sha256 (deleted).
+    """
+    try:
+        got = Path(client(name, temp))
+    except _network_errors() as err:
+        still = [name] + [n for n in later if not (folder / n).is_file()]
+        raise MatchoptError(
+            f"could not download {name} from {REPO_URL} ({_one_line(err)}); "
+            f"{len(still)} file(s) still missing: place them by hand in {folder} "
+            f"(same sub-folders as in the repo): {describe_files([Path(n) for n in still])}"
+        ) from None
+    if not got.is_file():
+        raise MatchoptError(f"downloading {name} from {REPO_URL} gave no file")
+    if expected is not None:
+        digest = sha256_of(got)
+        if digest != expected:
+            got.unlink()
+            raise MatchoptError(
+                f"downloaded {name} has sha256 {digest}, expected {expected}; the file "
+                f"was not kept. Try again later, or place a good copy by hand at {folder / name}"
+            )
+    return got
+
+
+def _install(got: Path, folder: Path, name: str, recorded: dict[str, dict[str, str]]) -> None:
+    """Move the downloaded file ``got`` to ``folder / name`` and record its sha256 and the repo
+    revision in the folder's manifest."""
+    final = folder / name
+    final.parent.mkdir(parents=True, exist_ok=True)
+    recorded[name] = {"sha256": sha256_of(got), "revision": revision()}
+    os.replace(got, final)
+    _write_manifest(folder, recorded)
+
+
 def fetch_task_data(
     tasks: Iterable[str | type[Task]],
     data_dir: str | os.PathLike | None = None,
@@ -325,13 +383,7 @@ def fetch_task_data(
     reachable = check_reachable if client is None else None  # fakes need no network
     client = hub_download if client is None else client
     report = FetchReport(data_dir=folder)
-    plan: list[str] = []
-    for task in tasks:
-        names = task_files(task)
-        if not names:
-            report.no_files.append(_task_class(task).name)
-        plan.extend(n for n in names if n not in plan)
-
+    plan = _plan_files(tasks, report)
     temp: Path | None = None
     recorded = read_manifest(folder) if folder.is_dir() else {}
     bar = tqdm(plan, desc="design-bench files", unit="file", disable=not progress)
@@ -349,29 +401,8 @@ def fetch_task_data(
                     _require_hub()  # a missing package first: the better message
                     reachable()
                 temp = _make_temp(folder)
-            try:
-                got = Path(client(name, temp))
-            except _network_errors() as err:
-                still = [name] + [n for n in plan[i + 1 :] if not (folder / n).is_file()]
-                raise MatchoptError(
-                    f"could not download {name} from {REPO_URL} ({_one_line(err)}); "
-                    f"{len(still)} file(s) still missing: place them by hand in {folder} "
-                    f"(same sub-folders as in the repo): {describe_files([Path(n) for n in still])}"
-                ) from None
-            if not got.is_file():
-                raise MatchoptError(f"downloading {name} from {REPO_URL} gave no file")
-            if expected is not None:
-                digest = sha256_of(got)
-                if digest != expected:
-                    got.unlink()
-                    raise MatchoptError(
-                        f"downloaded {name} has sha256 {digest}, expected {expected}; the file "
-                        f"was not kept. Try again later, or place a good copy by hand at {final}"
-                    )
-            final.parent.mkdir(parents=True, exist_ok=True)
-            recorded[name] = {"sha256": sha256_of(got), "revision": revision()}
-            os.replace(got, final)
-            _write_manifest(folder, recorded)
+            got = _download_checked(client, name, temp, folder, expected, plan[i + 1 :])
+            _install(got, folder, name, recorded)
             (report.replaced if present else report.downloaded).append(name)
     finally:
         bar.close()

@@ -36,6 +36,55 @@ def _open_shard(path: Path) -> np.ndarray:
         raise MatchoptError(f"cannot read design-bench file {path}: {err}") from None
 
 
+def _check_shard_pair(
+    px: Path, py: Path, row_shape: tuple[int, ...] | None, x_kinds: str
+) -> tuple[int, tuple[int, ...], np.dtype, np.dtype]:
+    """Check one x/y shard pair from its ``.npy`` headers (no row is read): same row count, x rows
+    of ``row_shape``, y of shape (n,) or (n, 1), dtypes of the allowed kinds.
+
+    Returns:
+        The pair's row count, the row shape (x's own where ``row_shape`` is None), x's and y's
+        dtypes.
+    """
+    x, y = _open_shard(px), _open_shard(py)
+    if x.ndim == 0 or y.ndim == 0 or len(x) != len(y):
+        raise MatchoptError(f"{px} has shape {x.shape} but {py} has shape {y.shape}")
+    if row_shape is None:
+        row_shape = x.shape[1:]
+    if x.shape[1:] != tuple(row_shape):
+        raise MatchoptError(f"{px}: expected rows of shape {tuple(row_shape)}, got {x.shape}")
+    if y.shape[1:] not in ((), (1,)):
+        raise MatchoptError(f"{py}: expected y of shape (n, 1), got {y.shape}")
+    # Text, dates or complex numbers would fail (or silently lose a part) further on.
+    for path, array, allowed, what in ((px, x, x_kinds, "x"), (py, y, "iuf", "y")):
+        if array.dtype.kind not in allowed:
+            expected = "integer tokens" if allowed == "iu" else "real numbers (integer or float)"
+            raise MatchoptError(f"{path}: {what} has dtype {array.dtype}; expected {expected}")
+    return len(x), row_shape, x.dtype, y.dtype  # the maps close on return
+
+
+def _allocate_rows(
+    where: Path,
+    total: int,
+    row_shape: tuple[int, ...] | None,
+    x_dtype: np.dtype,
+    y_dtype: np.dtype,
+    x_kinds: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Empty x (``total`` x row shape) and y (``total``,) arrays, once memory is known to hold
+    them and the task's designs made of them (:func:`~matchopt.runtime.check_memory`)."""
+    # The arrays as stored, and the task's offline rows (at most all) as designs: tokens become
+    # int64 (8 bytes from an int8 file's 1), floats float32 (DesignSpace.dtype).
+    design = np.dtype(np.int64 if set(x_kinds) <= set("iu") else np.float32)
+    cells = math.prod(row_shape or ())
+    row_bytes = cells * (x_dtype.itemsize + design.itemsize) + 2 * y_dtype.itemsize
+    check_memory(
+        total * row_bytes,
+        f"{where}: {total:,} rows of shape {tuple(row_shape or ())} (the .npy headers)",
+    )
+    return np.empty((total, *(row_shape or ())), dtype=x_dtype), np.empty(total, dtype=y_dtype)
+
+
 def load_shards(
     paths: list[Path], row_shape: tuple[int, ...] | None = None, x_kinds: str = "biuf"
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -59,41 +108,15 @@ def load_shards(
     x_paths, y_paths = paths[0::2], paths[1::2]
     counts, x_dtypes, y_dtypes = [], [], []
     for px, py in zip(x_paths, y_paths):
-        x, y = _open_shard(px), _open_shard(py)
-        if x.ndim == 0 or y.ndim == 0 or len(x) != len(y):
-            raise MatchoptError(f"{px} has shape {x.shape} but {py} has shape {y.shape}")
-        if row_shape is None:
-            row_shape = x.shape[1:]
-        if x.shape[1:] != tuple(row_shape):
-            raise MatchoptError(f"{px}: expected rows of shape {tuple(row_shape)}, got {x.shape}")
-        if y.shape[1:] not in ((), (1,)):
-            raise MatchoptError(f"{py}: expected y of shape (n, 1), got {y.shape}")
-        # Text, dates or complex numbers would fail (or silently lose a part) further on.
-        for path, array, allowed, what in ((px, x, x_kinds, "x"), (py, y, "iuf", "y")):
-            if array.dtype.kind not in allowed:
-                expected = (
-                    "integer tokens" if allowed == "iu" else "real numbers (integer or float)"
-                )
-                raise MatchoptError(f"{path}: {what} has dtype {array.dtype}; expected {expected}")
-        counts.append(len(x))
-        x_dtypes.append(x.dtype)
-        y_dtypes.append(y.dtype)
-        del x, y  # closes the maps
+        n, row_shape, x_dtype, y_dtype = _check_shard_pair(px, py, row_shape, x_kinds)
+        counts.append(n)
+        x_dtypes.append(x_dtype)
+        y_dtypes.append(y_dtype)
     total = sum(counts)
     if total == 0:
         raise MatchoptError(f"{x_paths[0].parent}: the shards of {x_paths[0].name} hold no rows")
     x_dtype, y_dtype = np.result_type(*x_dtypes), np.result_type(*y_dtypes)
-    # The arrays as stored, and the task's offline rows (at most all) as designs: tokens become
-    # int64 (8 bytes from an int8 file's 1), floats float32 (DesignSpace.dtype).
-    design = np.dtype(np.int64 if set(x_kinds) <= set("iu") else np.float32)
-    cells = math.prod(row_shape or ())
-    row_bytes = cells * (x_dtype.itemsize + design.itemsize) + 2 * y_dtype.itemsize
-    check_memory(
-        total * row_bytes,
-        f"{x_paths[0].parent}: {total:,} rows of shape {tuple(row_shape or ())} (the .npy headers)",
-    )
-    x_all = np.empty((total, *(row_shape or ())), dtype=x_dtype)
-    y_all = np.empty(total, dtype=y_dtype)
+    x_all, y_all = _allocate_rows(x_paths[0].parent, total, row_shape, x_dtype, y_dtype, x_kinds)
     start = 0
     for px, py, n in zip(x_paths, y_paths, counts):
         x_all[start : start + n] = _open_shard(px)

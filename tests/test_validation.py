@@ -18,7 +18,7 @@ from matchopt.validation import (
     ranking_metrics,
 )
 
-REFERENCE = Path(__file__).parents[1] / "data" / "matchopt_paper_designs.json"
+REFERENCE = Path(__file__).parent / "data" / "matchopt_paper_designs.json"
 
 
 @pytest.mark.parametrize("kind", ["random", "top"])
