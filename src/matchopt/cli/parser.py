@@ -14,6 +14,7 @@ from matchopt.errors import MatchoptError
 from matchopt.names import (
     BACKENDS,
     DATA_DIR_ENV,
+    DEFAULT_OUT,
     DEFAULT_TASK,
     FORMATS,
     PRESETS,
@@ -29,10 +30,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise MatchoptError(message)
-
-
-#: The output of ``optimize`` and ``propose`` when ``--out`` is not given.
-DEFAULT_OUT = "proposals.csv"
 
 
 def seed_number(text: str) -> int:
