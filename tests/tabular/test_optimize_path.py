@@ -136,3 +136,30 @@ def test_optimize_enters_each_module_once(tmp_path, capsys):
     )
     assert ORCHESTRATOR in handed, short(handed)
     assert not twice(steps), f"the orchestrator goes back to a part: {short(steps)}"
+
+
+def test_the_settings_are_checked_once(tmp_path, capsys, monkeypatch):
+    """The command line's run and the Python API's fit each check the settings in one call."""
+    import matchopt.tabular.optimizer as optimizer
+    import matchopt.tabular.settings as settings
+
+    calls = []
+    real = settings.check_settings
+
+    def counted_check(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(settings, "check_settings", counted_check)
+    monkeypatch.setattr(optimizer, "check_settings", counted_check)
+    data = tmp_path / "data.csv"
+    numeric_frame(12).to_csv(data, index=False)
+    argv = [
+        "optimize", str(data), "--target", "y", "--method", "random", "--preset", "quick",
+        "--n", "2", "--out", str(tmp_path / "p.csv"), "--oversample", "3",
+    ]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    assert len(calls) == 1 and calls[0].oversample == 3 and calls[0].progress
+    calls.clear()
+    optimizer.TableOptimizer(target="y", method="random", preset="quick").fit(numeric_frame(12))
+    assert len(calls) == 1 and calls[0].target == "y"

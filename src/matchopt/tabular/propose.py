@@ -36,6 +36,11 @@ How proposals are made:
    in an ``origin`` column (the method's own: ``search``), and a warning gives the count.
 
 If fewer than ``n`` new designs remain even then, :meth:`TableOptimizer.propose` returns those
+and warns (:class:`ProposalWarning`) with the count and the cause.
+
+:func:`predict_rows` and :func:`rank_rows` give the same columns for the user's own candidates.
+Each function takes the fitted :class:`~matchopt.tabular.TableOptimizer` (``opt``) whose
+settings and fitted parts it uses, and predicts through the optimizer's surrogates.
 """
 
 from __future__ import annotations
