@@ -94,6 +94,7 @@ from matchopt.tabular.settings import (
     CheckedSettings,
     OptimizeJob,
     OptimizeSettings,
+    check_count,
     check_job,
     check_settings,
 )
@@ -137,7 +138,8 @@ def make_proposals(
     source: str | None = None,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The proposals (or the ranked ``candidates``) of a command line run, and the texts of the
-    proposal warnings, each printed as one line on stderr.
+    proposal warnings, each printed as one line on stderr. ``n`` was checked with the run's
+    other settings (:func:`~.settings.check_count`).
 
     Raises:
         MatchoptError: no proposal could be made (nothing is written then).
@@ -146,8 +148,9 @@ def make_proposals(
         warnings.simplefilter("always", ProposalWarning)
         if candidates is not None:
             proposals = optimizer.rank(candidates, source=source)
-        else:
-            proposals = optimizer.propose(n)
+        else:  # n was checked with the run's other settings
+            with limit_threads(optimizer.threads):
+                proposals = optimizer._propose(n)
     messages = []
     for warning in caught:
         if issubclass(warning.category, ProposalWarning):
@@ -390,9 +393,6 @@ class TableOptimizer:
         ensemble = self.ensemble_ if ensemble is None else ensemble
         return ensemble_prediction(designs, encoder, ensemble, self.device_)
 
-    def _ensemble_words(self) -> str:
-        return ensemble_words(self.preset_)
-
     def _check_fitted(self) -> None:
         if not hasattr(self, "method_"):
             raise MatchoptError("TableOptimizer must be fitted before propose()")
@@ -458,10 +458,13 @@ class TableOptimizer:
                 none is left (all repeat measured rows, or none is ``min_distance`` away), the
                 result is empty (the CLI then exits with status 2 and writes nothing).
         """
+        self._check_fitted()
+        n = check_count(n, None)
         with limit_threads(self.threads):
             return self._propose(n)
 
-    def _propose(self, n: int = 128) -> pd.DataFrame:
+    def _propose(self, n: int) -> pd.DataFrame:
+        """:meth:`propose` with ``n`` already checked (:func:`.propose.propose_rows`)."""
         return propose_rows(self, n)
 
     # -- the report --
@@ -471,6 +474,7 @@ class TableOptimizer:
     ) -> ReportContext:
         """What the HTML report of ``proposals`` (from :meth:`propose` or :meth:`rank`)
         shows (:func:`.outputs.report_context`)."""
+        self._check_fitted()
         return report_context(self, proposals, command, warnings)
 
     def write_report(
@@ -482,18 +486,8 @@ class TableOptimizer:
     ) -> Path:
         """Write the self-contained HTML report of ``proposals`` (:meth:`report_context`)
         atomically; returns its path."""
+        self._check_fitted()
         return write_report_file(self, path, proposals, command, warnings)
-
-    def _api_command(self) -> str:
-        """The Python call that reproduces the fit (for reports of API runs)."""
-        options = {
-            "features": self.features, "categorical": list(self.categorical) or None,
-            "sequence": self.sequence, "alphabet": self.alphabet, "minimize": self.minimize,
-            "bounds": self.bounds, "method": self.method, "preset": self.preset,
-            "overrides": self.overrides, "seed": self.seed, "diversity": self.diversity,
-        }  # fmt: skip
-        given = ", ".join(f"{k}={v!r}" for k, v in options.items() if v not in (None, False))
-        return f"TableOptimizer(target={self.target!r}, {given}).fit({self.source_!r})"
 
     # -- saving --
 

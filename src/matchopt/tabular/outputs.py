@@ -27,6 +27,7 @@ from matchopt.io import atomic_write_bytes
 from matchopt.names import DEFAULT_OUT
 from matchopt.safe_paths import name_max
 from matchopt.tabular.calibration import design_sample
+from matchopt.tabular.fit import ensemble_words
 from matchopt.tabular.report_page import ReportContext, write_report
 from matchopt.tabular.schema import CSV_SUFFIXES, FLAG_NAME, PARQUET_SUFFIXES
 
@@ -282,7 +283,6 @@ def report_context(
     """What the HTML report of ``proposals`` (from :meth:`~TableOptimizer.propose` or
     :meth:`~TableOptimizer.rank`) shows: the cross-validation, the proposals against the data,
     what was chosen and the settings that reproduce them."""
-    optimizer._check_fitted()
     schema, data = optimizer.schema_, optimizer.data_
     groups = design_groups(data.x)
     distinct = data.x[np.unique(groups, return_index=True)[1]]
@@ -307,7 +307,7 @@ def report_context(
         data_distances=data_distances,
         choice=_choices(optimizer),
         settings=_settings_view(optimizer),
-        command=command or optimizer._api_command(),
+        command=command or _api_command(optimizer),
         warnings=list(warnings),
         n_designs=len(distinct),
     )
@@ -344,8 +344,8 @@ def _choices(optimizer: TableOptimizer) -> list[str]:
     choice = [
         f"method {optimizer.method} (preset {optimizer.preset_}, seed {optimizer.seed})",
         f"rows ranked by {optimizer.ranking_}",
-        f"{schema.prediction_name} and its interval: {optimizer._ensemble_words()}, calibrated by "
-        f"cross-validation ({cross.get('splits', 'none')})",
+        f"{schema.prediction_name} and its interval: {ensemble_words(optimizer.preset_)}, "
+        f"calibrated by cross-validation ({cross.get('splits', 'none')})",
         f"proposals at least {optimizer.diversity_:g} apart and {optimizer.min_distance:g} from "
         f"every measured row ({schema.distance_name})",
     ]
@@ -374,3 +374,16 @@ def _settings_view(optimizer: TableOptimizer) -> dict[str, str]:
         "oversample": str(opt.oversample),
         "matchopt": __version__,
     }
+
+
+def _api_command(optimizer: TableOptimizer) -> str:
+    """The Python call that reproduces the fit (for reports of API runs)."""
+    opt = optimizer
+    options = {
+        "features": opt.features, "categorical": list(opt.categorical) or None,
+        "sequence": opt.sequence, "alphabet": opt.alphabet, "minimize": opt.minimize,
+        "bounds": opt.bounds, "method": opt.method, "preset": opt.preset,
+        "overrides": opt.overrides, "seed": opt.seed, "diversity": opt.diversity,
+    }  # fmt: skip
+    given = ", ".join(f"{k}={v!r}" for k, v in options.items() if v not in (None, False))
+    return f"TableOptimizer(target={opt.target!r}, {given}).fit({opt.source_!r})"

@@ -57,7 +57,6 @@ import pandas as pd
 from matchopt.data import top_rows
 from matchopt.errors import MatchoptError
 from matchopt.tabular.schema import FLAG_NAME, RANKING_NAME, TableSchema, read_frame
-from matchopt.tabular.settings import MAX_PROPOSALS
 
 if TYPE_CHECKING:
     from matchopt.tabular.optimizer import TableOptimizer
@@ -150,13 +149,8 @@ def read_candidates(
 
 def propose_rows(opt: TableOptimizer, n: int) -> pd.DataFrame:
     """Up to ``n`` new rows in the table's format, best predicted first
-    (:meth:`TableOptimizer.propose <matchopt.tabular.TableOptimizer.propose>`)."""
-    opt._check_fitted()
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise MatchoptError(f"the number of proposals must be a positive integer, got {n!r}")
-    if n > MAX_PROPOSALS:
-        raise MatchoptError(f"at most {MAX_PROPOSALS:,} proposals per call, got {n:,}")
-    n = int(n)
+    (:meth:`TableOptimizer.propose <matchopt.tabular.TableOptimizer.propose>`, which checks
+    ``n``) from a fitted optimizer."""
     pool = Pool(opt.schema_, opt.data_.x, unseen_tokens(opt))
     own = collect(opt, pool, n)
     warn_unseen(opt, pool)

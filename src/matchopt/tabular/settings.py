@@ -168,12 +168,20 @@ def check_settings(settings: OptimizeSettings, device_option: str = "device") ->
     return CheckedSettings(settings, entry, preset, config, device)
 
 
-def check_count(n: int, option: str = "--n") -> None:
-    """Raise unless ``n`` proposals can be asked for (1 to :data:`MAX_PROPOSALS`)."""
-    if n < 1:
+def check_count(n: int, option: str | None = "--n") -> int:
+    """``n`` as the number of proposals to ask for (a whole number from 1 to
+    :data:`MAX_PROPOSALS`); ``option`` names it in messages (None: an argument of
+    :meth:`TableOptimizer.propose <matchopt.tabular.TableOptimizer.propose>`)."""
+    if option is None:
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise MatchoptError(f"the number of proposals must be a positive integer, got {n!r}")
+        if n > MAX_PROPOSALS:
+            raise MatchoptError(f"at most {MAX_PROPOSALS:,} proposals per call, got {n:,}")
+    elif n < 1:
         raise MatchoptError(f"{option} {n}: need at least 1 proposal")
-    if n > MAX_PROPOSALS:
+    elif n > MAX_PROPOSALS:
         raise MatchoptError(f"{option} {n}: at most {MAX_PROPOSALS:,} proposals per call")
+    return int(n)
 
 
 def check_job(job: OptimizeJob) -> tuple[OutputPaths, CheckedSettings]:
