@@ -241,8 +241,12 @@ class TableOptimizer:
             draws stay on the CPU, so a seed gives the same proposals on every device up to
             float rounding. A saved model is read back onto the CPU.
         categories: ``search`` (default): each proposal's categorical columns are chosen by the
-            ranking surrogate, one column at a time (see the module docstring); ``keep``: as
-            the method's search left them (almost always its start row's).
+            ranking surrogate, one column at a time (:mod:`.propose`); ``keep``: as the
+            method's search left them (almost always its start row's).
+
+    The arguments are the fields of :class:`~.settings.OptimizeSettings`
+    (:meth:`from_settings` takes one); :meth:`fit` checks them once
+    (:func:`~.settings.check_settings`), before the table is read.
 
     Attributes:
         schema_: the :class:`TableSchema` of the fitted table.
