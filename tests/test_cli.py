@@ -452,18 +452,18 @@ def test_optimize_onto_dev_full_writes_the_model_file_too(table):
 
 
 def test_a_file_that_cannot_be_written_names_what_was_and_was_not(table, monkeypatch, capsys):
-    import matchopt.tabular as tabular
+    import matchopt.tabular.outputs as outputs
     from matchopt.cli import main
     from matchopt.errors import MatchoptError
 
-    real = tabular.write_file
+    real = outputs.write_file
 
     def full_at_the_model(path, data):
         if path.name == "m.pt":
             raise MatchoptError(f"cannot write {path}: No space left on device")
         real(path, data)
 
-    monkeypatch.setattr(tabular, "write_file", full_at_the_model)
+    monkeypatch.setattr(outputs, "write_file", full_at_the_model)
     assert main(optimize_args(table)) == 2
     err = capsys.readouterr().err
     folder = table.parent

@@ -12,6 +12,9 @@ from __future__ import annotations
 #: changed only by a new comparison, never by a test-task score.
 RECOMMENDED_METHOD = "matchopt-ens-mix-near"
 
+#: The output of ``optimize`` and ``propose`` when ``--out`` is not given.
+DEFAULT_OUT = "proposals.csv"
+
 #: Every method's presets (:attr:`matchopt.methods.base.Method.presets`).
 PRESETS = ("paper", "quick", "validated", "validated-quick")
 

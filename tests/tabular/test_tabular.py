@@ -463,6 +463,34 @@ def test_parquet_dates_lists_and_records_are_named(capsys, tmp_path):
     assert pd.api.types.is_datetime64_any_dtype(pd.read_parquet(out)["when"])
 
 
+def test_a_parquet_list_cell_of_many_values_is_one_error_line(capsys, tmp_path):
+    """A list cell longer than a message shows (40 characters) is cut, in every role of its
+    column: target, feature, category, sequence; never a traceback."""
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "data.parquet"
+    n = 12
+    pd.DataFrame(
+        {
+            "a": np.arange(n) * 1.0,
+            "numbers": [list(range(41))] * n,
+            "letters": [[str(i) for i in range(50)]] * n,
+            "y": np.sin(np.arange(n)),
+        }
+    ).to_parquet(path)
+    for column in ("numbers", "letters"):
+        cases = [
+            (("--target", column, "--features", "a"), "is a list"),
+            (("--target", "y", "--features", f"a,{column}"), "is a list"),
+            (("--target", "y", "--features", f"a,{column}", "--categorical", column), "one value"),
+            (("--target", "y", "--sequence", column), "is a list, not a text sequence"),
+        ]
+        for options, words in cases:
+            code, _, err = optimize(capsys, path, *options)
+            assert_one_line_error(code, err, f"column '{column}', row 1", "...", words)
+            message = err.rstrip().splitlines()[-1]
+            assert "\\n" not in message and len(message) < 300, message
+
+
 def test_constant_target(capsys, csv_file):
     path = csv_file("a,y\n1,7\n2,7\n3,7\n")
     code, _, err = optimize(capsys, path, "--target", "y")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +18,6 @@ from matchopt.bench.grid import (
     first_repeated,
 )
 from matchopt.checkpoints import save_on_interrupt
-from matchopt.cli.parser import DEFAULT_OUT
 from matchopt.config_fields import parse_set_options
 from matchopt.errors import MatchoptError, printable
 from matchopt.io import FileLocked, check_output_folder, file_lock
@@ -466,77 +464,30 @@ def field_docs(config_class: type) -> dict[str, str]:
     return docs
 
 
-def output_path(given: str | None, force: bool = False) -> str:
-    """``--out``, or :data:`DEFAULT_OUT` where no file of that name exists: a file the user did
-    not name is never overwritten (nor, without ``--force``, one the user named)."""
-    path = DEFAULT_OUT if given is None else given
-    _refuse_existing(path, "--out", force, named=given is not None)
-    return path
-
-
-def report_path(given: str | None, out: Path, force: bool) -> Path:
-    """``--report``, or ``<out's name>.report.html`` beside ``out``; refused where it exists
-    (without ``--force``)."""
-    path = Path(given) if given is not None else out.with_name(f"{out.stem}.report.html")
-    _refuse_existing(str(path), "--report", force, named=given is not None)
-    return path
-
-
-def _refuse_existing(path: str, option: str, force: bool, named: bool) -> None:
-    if force or not os.path.lexists(path):
-        return
-    if named:
-        raise MatchoptError(f"{option} {printable(path)} exists; add --force to replace it")
-    raise MatchoptError(
-        f"{printable(path)} exists (the default of {option}); name another file with {option}, "
-        "or add --force to replace it"
-    )
-
-
-def _output_paths(args: argparse.Namespace, inputs: list[str]) -> tuple[Path, Path]:
-    """The checked proposals (or ranked candidates) file and report path, before any work."""
-    from matchopt.tabular import OUTPUT_SUFFIXES, check_output_path
-
-    # What a path is (a folder, the input file) is said before that it exists.
-    given = DEFAULT_OUT if args.out is None else args.out
-    out = check_output_path(given, "--out", OUTPUT_SUFFIXES, inputs=inputs)
-    output_path(args.out, args.force)
-    given = args.report or out.with_name(f"{out.stem}.report.html")
-    report = check_output_path(given, "--report", (".html", ".htm"), inputs=inputs)
-    report_path(args.report, out, args.force)
-    if report.resolve() == out.resolve():
-        raise MatchoptError("--report and --out name the same file")
-    return out, report
-
-
 @registered("optimize")
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from matchopt.tabular import TableOptimizer, check_output_path, parse_bounds, read_table
-    from matchopt.tabular.optimizer import resolve_preset
+    """Build the run's one :class:`~matchopt.tabular.settings.OptimizeJob` from the options and
+    hand it over (:func:`~matchopt.tabular.optimizer.run_optimize` checks and runs it)."""
+    import shlex
 
-    # Every cheap check comes before the (possibly long) fit.
-    inputs = [args.data] + ([args.candidates] if args.candidates else [])
-    out, report = _output_paths(args, inputs)
-    model_path = None
-    if args.save_model:
-        model_path = check_output_path(args.save_model, "--save-model", inputs=inputs)
-        _refuse_existing(args.save_model, "--save-model", args.force, named=True)
-    if model_path is not None and model_path.resolve() in (out.resolve(), report.resolve()):
-        raise MatchoptError("--save-model names the same file as --out or --report")
-    _check_count(args.n)
-    resolve_device(args.device)
-    candidates = read_table(args.candidates) if args.candidates else None
-    optimizer = TableOptimizer(
+    from matchopt.tabular.optimizer import run_optimize
+    from matchopt.tabular.settings import OptimizeJob, OptimizeSettings, parse_bounds
+
+    features = _names(args.features, "--features") if args.features is not None else None
+    categorical = [c.strip() for c in args.categorical.split(",") if c.strip()]
+    overrides = parse_set_options(args.set)
+    command = shlex.join(["matchopt", *getattr(args, "argv", [])])
+    settings = OptimizeSettings(
         target=args.target,
-        features=_names(args.features, "--features") if args.features is not None else None,
-        categorical=[c.strip() for c in args.categorical.split(",") if c.strip()],
+        features=features,
+        categorical=categorical,
         sequence=args.sequence,
         alphabet=args.alphabet,
         minimize=args.minimize,
         bounds=parse_bounds(args.bounds),
         method=args.method,
         preset=args.preset,
-        overrides=parse_set_options(args.set),
+        overrides=overrides,
         seed=args.seed,
         threads=args.threads,
         oversample=args.oversample,
@@ -546,53 +497,43 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         progress=True,
         device=args.device,
     )
-    build_config(
-        get_method_entry(args.method), resolve_preset(args.method, args.preset), optimizer.overrides
+    job = OptimizeJob(
+        data=args.data,
+        settings=settings,
+        n=args.n,
+        out=args.out,
+        report=args.report,
+        save_model=args.save_model,
+        candidates=args.candidates,
+        force=args.force,
+        command=command,
     )
-    optimizer.fit(read_table(args.data), source=args.data)
-    schema = optimizer.schema_
-    print(
-        f"[{printable(args.data)}: {len(optimizer.data_)} rows / {args.method} / seed {args.seed}] "
-        f"design: {printable(schema.describe())}",
-        file=sys.stderr,
-    )
-    if schema.ignored:
-        print(f"  ignored columns: {printable(', '.join(schema.ignored))}", file=sys.stderr)
-    if optimizer.choice_:
-        print(choice_line(optimizer.choice_), file=sys.stderr)
-    print(fit_line(optimizer), file=sys.stderr)
-    model = (model_path, optimizer.to_bytes()) if model_path is not None else None
-    _write_outputs(optimizer, args, out, report, candidates, model)
-    return 0
-
-
-def fit_line(optimizer) -> str:
-    """How the table was split and how well the predictor did on the held-out designs."""
-    quality, cross = optimizer.fit_quality_, optimizer.cross_validation_
-    if quality is None:
-        return f"  {cross['splits']}: no held-out fit, no intervals"
-    return (
-        f"  held-out fit: Spearman {quality['spearman']:.2f}, R^2 {quality['r2']:.2f}, "
-        f"{optimizer.calibration_.confidence:.0%} intervals cover {quality['coverage']:.0%} of "
-        f"{quality['n_test']} held-out rows ({printable(quality['what'])})"
-    )
+    return run_optimize(job)
 
 
 @registered("propose")
 def cmd_propose(args: argparse.Namespace) -> int:
+    import shlex
+
     from matchopt.tabular import TableOptimizer, read_table
+    from matchopt.tabular.optimizer import make_proposals
+    from matchopt.tabular.outputs import check_outputs, write_outputs
+    from matchopt.tabular.settings import check_count
 
     inputs = [args.model] + ([args.candidates] if args.candidates else [])
-    out, report = _output_paths(args, inputs)
-    _check_count(args.n)
+    paths = check_outputs(args.out, args.report, None, args.force, inputs)
+    check_count(args.n)
     candidates = read_table(args.candidates) if args.candidates else None
     optimizer = TableOptimizer.load(args.model)
     if args.threads is not None:
         optimizer.threads = check_threads(args.threads)
     fitted = f"{optimizer.method} fitted on {printable(optimizer.source_)}"  # from the file
     print(f"[{printable(args.model)}: {fitted} / seed {optimizer.seed}]", file=sys.stderr)
+    command = shlex.join(["matchopt", *getattr(args, "argv", [])])
     try:
-        _write_outputs(optimizer, args, out, report, candidates)
+        proposals, messages = make_proposals(optimizer, args.n, candidates, args.candidates)
+        ranked = candidates is not None
+        write_outputs(optimizer, proposals, messages, paths, command, ranked)
     except (MatchoptError, OSError):
         raise
     except Exception as err:
@@ -604,117 +545,3 @@ def cmd_propose(args: argparse.Namespace) -> int:
             "and save it again with `matchopt optimize --save-model`"
         ) from None
     return 0
-
-
-def _check_count(n: int) -> None:
-    from matchopt.tabular.optimizer import MAX_PROPOSALS
-
-    if n < 1:
-        raise MatchoptError(f"--n {n}: need at least 1 proposal")
-    if n > MAX_PROPOSALS:
-        raise MatchoptError(f"--n {n}: at most {MAX_PROPOSALS:,} proposals per call")
-
-
-def choice_line(choice: dict) -> str:
-    """What a per-table choice picked and why: each member's protocol score."""
-    scores = ", ".join(f"{name} {value:.3f}" for name, value in choice["protocol"].items())
-    held = choice.get("held_out_designs")
-    top = f"the {held} top designs" if held is not None else "the table's top designs"
-    why = (
-        f"protocol scores (share of {top}, held out by design, that each member's designs "
-        f"reach when it is fitted without them; 0 to 1): {scores}"
-        if scores
-        else "too few rows to judge the members on the table: the first member"
-    )
-    left = "".join(f"; {name} left out ({reason})" for name, reason in choice["left_out"].items())
-    return f"  chose {choice['choice']}: {why}{left}"
-
-
-def _write_outputs(
-    optimizer,
-    args: argparse.Namespace,
-    out: Path,
-    report: Path,
-    candidates,
-    model: tuple[Path, bytes] | None = None,
-) -> None:
-    """Propose (or rank ``candidates``), print warnings as one line each, write every file (the
-    table, the report, and ``model``'s bytes where given; each atomically), then show the best
-    rows and where the files went. The files come first: a stdout that fails (a full disk)
-    loses nothing, and a failure says which files were written and which were not."""
-    import shlex
-
-    from matchopt.tabular import write_file, write_table
-
-    proposals, messages = _proposals(optimizer, args, candidates)
-    command = shlex.join(["matchopt", *getattr(args, "argv", [])])
-    files = [
-        ("proposals" if candidates is None else "ranked candidates", out),
-        ("report", report),
-    ]
-    writes = [
-        lambda: write_table(proposals, out),
-        lambda: optimizer.write_report(report, proposals, command=command, warnings=messages),
-    ]
-    if model is not None:
-        files.append(("model", model[0]))
-        writes.append(lambda: write_file(model[0], model[1]))
-    for done, write in enumerate(writes):
-        try:
-            write()
-        except (MatchoptError, OSError) as err:
-            why = printable(err) if isinstance(err, MatchoptError) else err.strerror or err
-            raise MatchoptError(f"{why}; {_written(files[:done], files[done:])}") from None
-    try:
-        print(f"  ranked by {printable(optimizer.ranking_)}", file=sys.stderr)
-        lines = proposals.head(10).to_string(index=False).splitlines()
-        print("\n".join(printable(line, 20_000) for line in lines))
-        what = "ranked candidates" if candidates is not None else "proposals"
-        print(f"{len(proposals)} {what} -> {printable(out)}")
-        for name, path in files[1:]:
-            print(f"{name} -> {printable(path)}")
-        sys.stdout.flush()
-    except OSError as err:
-        raise MatchoptError(
-            f"cannot show the results on stdout: {err.strerror or err}; {_written(files, [])}"
-        ) from None
-
-
-def _written(written: list[tuple[str, Path]], not_written: list[tuple[str, Path]]) -> str:
-    """Which output files were written and which not, in words (for an error message)."""
-    parts = []
-    if written:
-        parts.append("written: " + ", ".join(f"{n} {printable(p)}" for n, p in written))
-    if not_written:
-        parts.append("NOT written: " + ", ".join(f"{n} {printable(p)}" for n, p in not_written))
-    return "; ".join(parts)
-
-
-def _proposals(optimizer, args: argparse.Namespace, candidates):
-    """The proposals (or the ranked ``candidates``) and the texts of the proposal warnings,
-    each printed as one line on stderr."""
-    import warnings
-
-    from matchopt.tabular import ProposalWarning
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ProposalWarning)
-        if candidates is not None:
-            proposals = optimizer.rank(candidates, source=args.candidates)
-        else:
-            proposals = optimizer.propose(args.n)
-    messages = []
-    for warning in caught:
-        if issubclass(warning.category, ProposalWarning):
-            messages.append(str(warning.message))
-            print(f"matchopt: warning: {printable(warning.message)}", file=sys.stderr)
-        else:
-            warnings.showwarning(
-                warning.message, warning.category, warning.filename, warning.lineno
-            )
-    if len(proposals) == 0:
-        raise MatchoptError(
-            f"no proposal could be made ({optimizer.n_candidates_} candidates, all repeating "
-            "measured rows or filtered out); nothing written"
-        )
-    return proposals, messages

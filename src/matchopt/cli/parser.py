@@ -14,6 +14,7 @@ from matchopt.errors import MatchoptError
 from matchopt.names import (
     BACKENDS,
     DATA_DIR_ENV,
+    DEFAULT_OUT,
     DEFAULT_TASK,
     FORMATS,
     PRESETS,
@@ -29,10 +30,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise MatchoptError(message)
-
-
-#: The output of ``optimize`` and ``propose`` when ``--out`` is not given.
-DEFAULT_OUT = "proposals.csv"
 
 
 def seed_number(text: str) -> int:
@@ -170,18 +167,7 @@ def add_study_parsers(sub: argparse._SubParsersAction) -> None:
     """``study``: the studies, one subcommand each."""
     p_study = sub.add_parser("study", help="the paper's synthetic studies")
     studies = p_study.add_subparsers(dest="study", required=True, parser_class=_Parser)
-    p_grad = studies.add_parser(
-        "gradient-error", help="Fig. 1: gradient error of MATCH-OPT vs regression on Shekel 4-d"
-    )
-    p_grad.add_argument("--out", default="study-gradient-error", help="folder for CSV and PNG")
-    add_threads_option(p_grad)
-    p_grad.add_argument("--n-train", type=int, default=1000, help="training inputs from N(0, I)")
-    p_grad.add_argument("--alphas", default="0.1,0.2,0.5,1.0", help="test inputs from N(0, a I)")
-    p_grad.add_argument("--n-test", type=int, default=1000, help="test inputs per alpha")
-    p_grad.add_argument("--seed", type=seed_number, default=0)
-    p_grad.add_argument("--epochs", type=int, default=200, help="training epochs of both models")
-    p_grad.add_argument("--batch-size", type=int, default=128, help="trajectory length / batch")
-
+    add_gradient_study(studies)
     p_check = add_task_study(
         studies,
         "checkpoint-selection",
@@ -205,7 +191,26 @@ def add_study_parsers(sub: argparse._SubParsersAction) -> None:
     p_step.add_argument(
         "--scales", default="1,2,4,8,16", help="search_lr_scale values, comma-separated"
     )
+    add_settings_study(studies)
 
+
+def add_gradient_study(studies: argparse._SubParsersAction) -> None:
+    """``study gradient-error``: Fig. 1 of the paper."""
+    p_grad = studies.add_parser(
+        "gradient-error", help="Fig. 1: gradient error of MATCH-OPT vs regression on Shekel 4-d"
+    )
+    p_grad.add_argument("--out", default="study-gradient-error", help="folder for CSV and PNG")
+    add_threads_option(p_grad)
+    p_grad.add_argument("--n-train", type=int, default=1000, help="training inputs from N(0, I)")
+    p_grad.add_argument("--alphas", default="0.1,0.2,0.5,1.0", help="test inputs from N(0, a I)")
+    p_grad.add_argument("--n-test", type=int, default=1000, help="test inputs per alpha")
+    p_grad.add_argument("--seed", type=seed_number, default=0)
+    p_grad.add_argument("--epochs", type=int, default=200, help="training epochs of both models")
+    p_grad.add_argument("--batch-size", type=int, default=128, help="trajectory length / batch")
+
+
+def add_settings_study(studies: argparse._SubParsersAction) -> None:
+    """``study search-settings``: one training per task and seed, a grid of search settings."""
     p_settings = add_task_study(
         studies,
         "search-settings",
@@ -287,35 +292,7 @@ def add_optimize_parser(sub: argparse._SubParsersAction) -> None:
         "optimize", help="fit a method on your own CSV/Parquet table and propose new rows"
     )
     p_opt.add_argument("data", metavar="DATA", help="CSV or Parquet file, one measured row each")
-    p_opt.add_argument("--target", required=True, help="the column to maximize (or minimize)")
-    p_opt.add_argument("--minimize", action="store_true", help="lower target values are better")
-    p_opt.add_argument(
-        "--features", default=None, metavar="A,B", help="feature columns (default: all others)"
-    )
-    p_opt.add_argument(
-        "--categorical", default="", metavar="A,B", help="feature columns holding categories"
-    )
-    p_opt.add_argument(
-        "--categories",
-        default="search",
-        choices=("search", "keep"),
-        help="search (default): each proposal's categories are the ones the ranking surrogate "
-        "predicts best, one column at a time; keep: as the method's search left them (almost "
-        "always its start row's)",
-    )
-    p_opt.add_argument(
-        "--sequence", default=None, metavar="COL", help="a fixed-length sequence column"
-    )
-    p_opt.add_argument(
-        "--alphabet", default=None, metavar="LETTERS", help="its letters (default: those used)"
-    )
-    p_opt.add_argument(
-        "--bounds",
-        action="append",
-        default=[],
-        metavar="COL=LO:HI",
-        help="range of a numeric column's proposals (default: its observed range; repeatable)",
-    )
+    add_design_options(p_opt)
     p_opt.add_argument(
         "--method",
         default=RECOMMENDED_METHOD,
@@ -350,6 +327,39 @@ def add_optimize_parser(sub: argparse._SubParsersAction) -> None:
     add_distance_options(p_opt)
     add_threads_option(p_opt)
     add_device_option(p_opt)
+
+
+def add_design_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``optimize`` that say what the table's design and target are."""
+    parser.add_argument("--target", required=True, help="the column to maximize (or minimize)")
+    parser.add_argument("--minimize", action="store_true", help="lower target values are better")
+    parser.add_argument(
+        "--features", default=None, metavar="A,B", help="feature columns (default: all others)"
+    )
+    parser.add_argument(
+        "--categorical", default="", metavar="A,B", help="feature columns holding categories"
+    )
+    parser.add_argument(
+        "--categories",
+        default="search",
+        choices=("search", "keep"),
+        help="search (default): each proposal's categories are the ones the ranking surrogate "
+        "predicts best, one column at a time; keep: as the method's search left them (almost "
+        "always its start row's)",
+    )
+    parser.add_argument(
+        "--sequence", default=None, metavar="COL", help="a fixed-length sequence column"
+    )
+    parser.add_argument(
+        "--alphabet", default=None, metavar="LETTERS", help="its letters (default: those used)"
+    )
+    parser.add_argument(
+        "--bounds",
+        action="append",
+        default=[],
+        metavar="COL=LO:HI",
+        help="range of a numeric column's proposals (default: its observed range; repeatable)",
+    )
 
 
 def add_distance_options(parser: argparse.ArgumentParser) -> None:

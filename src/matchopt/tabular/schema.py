@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import csv
 import math
+import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,10 @@ from matchopt.state_checks import (
 #: File suffixes read and written as CSV or Parquet.
 CSV_SUFFIXES = (".csv",)
 PARQUET_SUFFIXES = (".parquet", ".pq")
+#: The column flagging predictions the table does not support (:mod:`.calibration`).
+FLAG_NAME = "extrapolated"
+#: The column of the ranking surrogate's value, where it is the method's own.
+RANKING_NAME = "ranking_score"
 
 
 # --- Reading files --------------------------------------------------------------------------------
@@ -259,6 +264,18 @@ def _read_parquet(path: Path) -> pd.DataFrame:
     return frame
 
 
+def read_frame(
+    data: pd.DataFrame | str | os.PathLike, source: str | None, name: str
+) -> tuple[pd.DataFrame, str]:
+    """A DataFrame, or the table of a CSV or Parquet file, and its name in messages (``source``,
+    else the file's path, else ``name``)."""
+    if isinstance(data, (str, os.PathLike)):
+        return read_table(data), source or str(data)
+    if isinstance(data, pd.DataFrame):
+        return data, source or name
+    raise MatchoptError(f"expected a DataFrame or a file path, got {type(data).__name__}")
+
+
 def check_column_names(names: Sequence[object], source: str) -> None:
     """Raise on an empty or duplicate column name (columns are addressed by name)."""
     seen: set[str] = set()
@@ -420,33 +437,10 @@ class TableSchema:
         where = _Locator.of(frame, source)
         columns = [str(c) for c in frame.columns]
         frame = frame.set_axis(columns, axis=1)
-        if len(frame) == 0:
-            raise MatchoptError(f"{source}: no data rows")
-        if len(frame) == 1:  # before the target check: one row would read as a constant target
-            raise MatchoptError(f"{source}: only 1 data row; at least 2 are needed")
-        if alphabet is not None and sequence is None:
-            raise MatchoptError("--alphabet needs --sequence: it lists a sequence column's letters")
-        if target not in columns:
-            raise MatchoptError(
-                f"{source}: no target column {target!r}; columns: {_column_list(columns)}"
-            )
-        categorical = list(categorical)
         bounds = dict(bounds or {})
-        features = _feature_names(columns, target, features, categorical, sequence, source)
-        if sequence is None:
-            # True/False columns are two categories: proposals come back as True/False, not 0/1.
-            categorical += [
-                n for n in features if n not in categorical and _is_true_false(frame[n])
-            ]
-        for name in categorical:
-            if name not in features:
-                raise MatchoptError(f"{source}: categorical column {name!r} is not a feature")
-        for name in bounds:
-            if name not in features or name in categorical or name == sequence:
-                raise MatchoptError(
-                    f"--bounds {name}: {name!r} is not a numeric feature column of {source}"
-                )
-
+        features, categorical = _design_columns(
+            frame, target, features, list(categorical), sequence, alphabet, bounds, source
+        )
         y = numeric_values(frame[target], target, where, hint=False)
         if np.ptp(y) == 0:
             raise MatchoptError(
@@ -715,6 +709,69 @@ class TableSchema:
 # --- Column conversion ----------------------------------------------------------------------------
 
 
+def _design_columns(
+    frame: pd.DataFrame,
+    target: str,
+    features: Sequence[str] | None,
+    categorical: list[str],
+    sequence: str | None,
+    alphabet: str | None,
+    bounds: Mapping[str, tuple[float, float]],
+    source: str,
+) -> tuple[list[str], list[str]]:
+    """The feature and categorical columns of :meth:`TableSchema.infer` (True/False columns
+    added as categories), checked against the table; raises on the first problem."""
+    columns = list(frame.columns)
+    if len(frame) == 0:
+        raise MatchoptError(f"{source}: no data rows")
+    if len(frame) == 1:  # before the target check: one row would read as a constant target
+        raise MatchoptError(f"{source}: only 1 data row; at least 2 are needed")
+    if alphabet is not None and sequence is None:
+        raise MatchoptError("--alphabet needs --sequence: it lists a sequence column's letters")
+    if target not in columns:
+        raise MatchoptError(
+            f"{source}: no target column {target!r}; columns: {_column_list(columns)}"
+        )
+    features = _feature_names(columns, target, features, categorical, sequence, source)
+    if sequence is None:
+        # True/False columns are two categories: proposals come back as True/False, not 0/1.
+        categorical += [n for n in features if n not in categorical and _is_true_false(frame[n])]
+    for name in categorical:
+        if name not in features:
+            raise MatchoptError(f"{source}: categorical column {name!r} is not a feature")
+    for name in bounds:
+        if name not in features or name in categorical or name == sequence:
+            raise MatchoptError(
+                f"--bounds {name}: {name!r} is not a numeric feature column of {source}"
+            )
+    return features, categorical
+
+
+def output_columns(schema: TableSchema) -> list[str]:
+    """The columns matchopt adds to proposals and predictions (no feature may take their
+    names)."""
+    prediction = schema.prediction_name
+    return [
+        prediction,
+        schema.spread_name,
+        f"{prediction}_low",
+        f"{prediction}_high",
+        FLAG_NAME,
+        RANKING_NAME,
+        schema.distance_name,
+        "origin",
+    ]
+
+
+def check_output_names(schema: TableSchema, source: str) -> None:
+    """Raise where a feature column has the name of a column matchopt adds."""
+    for name in output_columns(schema):
+        if name in schema.feature_names:
+            raise MatchoptError(
+                f"{source}: feature column {name!r} has the name of an output column; rename it"
+            )
+
+
 def _describe_column(
     series: pd.Series,
     name: str,
@@ -869,7 +926,9 @@ def sequence_tokens(
         if _is_missing(value):
             raise MatchoptError(f"{where(name, row)}: missing sequence")
         if not isinstance(value, str):
-            raise MatchoptError(f"{where(name, row)}: {value!r} is not a text sequence")
+            nested = _is_nested(value)
+            shown = f"{_short(value)} is {_nested_kind(value)}," if nested else f"{value!r} is"
+            raise MatchoptError(f"{where(name, row)}: {shown} not a text sequence")
     values = [v.strip() for v in values]
     length = len(values[0])
     for row, value in enumerate(values):
@@ -966,22 +1025,6 @@ def _check_bounds(name: str, bound: tuple[float, float], integer: bool) -> tuple
     if integer and math.ceil(low) > math.floor(high):
         raise MatchoptError(f"--bounds {name}={low}:{high}: no whole number in the range")
     return low, high
-
-
-def parse_bounds(items: Iterable[str]) -> dict[str, tuple[float, float]]:
-    """``["x=0:1", "t=20:80,p=1:2"]`` -> ``{"x": (0, 1), "t": (20, 80), "p": (1, 2)}``."""
-    out: dict[str, tuple[float, float]] = {}
-    for item in items:
-        for part in next(csv.reader([item])):
-            name, sep, rest = part.partition("=")
-            low, colon, high = rest.partition(":")
-            try:
-                if not (sep and colon and name.strip()):
-                    raise ValueError
-                out[name.strip()] = (float(low), float(high))
-            except ValueError:
-                raise MatchoptError(f"--bounds {part!r}: expected COLUMN=LOW:HIGH") from None
-    return out
 
 
 def whole_numbers(values: np.ndarray) -> np.ndarray:
