@@ -17,9 +17,8 @@ from concurrent.futures.process import BrokenProcessPool
 from matchopt.bench.cells import (
     CellOutcome,
     Job,
-    execute_cell,
     execute_job,
-    execute_seed_batch,
+    execute_part,
     init_pool_worker,
     init_worker,
     release_ensemble,
@@ -85,7 +84,7 @@ class _PoolRun:
             initializer=init_pool_worker,
             initargs=(threads, os.getpid(), self.status),
         )
-        self.pending: dict[Future, tuple[Job, list[CellOutcome]]] = {}
+        self.pending: dict[Future, tuple[Job, Job, list[CellOutcome]]] = {}
         self.running = RunningCells(workers, disable=not progress)
 
     def run(self, jobs: list[Job]) -> None:
@@ -114,16 +113,17 @@ class _PoolRun:
         self.pool.shutdown()
 
     def submit(self, job: Job, outcomes: list[CellOutcome]) -> None:
-        """Queue the job's next cell; a pool that broke meanwhile fails the job's other cells."""
-        cell = job.cells[len(outcomes)]
-        if job.seed_batch:  # one task for the whole batch: it trains the seeds together
-            task = (execute_seed_batch, job, self.data_dir, self.threads, self.out)
-        else:
-            task = (execute_cell, cell, self.data_dir, self.threads, self.out, job.ensemble_folder)
+        """Queue the job's next part (:meth:`Job.parts`: a seed batch whole, other jobs cell by
+        cell); a pool that broke meanwhile fails the job's other cells."""
+        part = next(p for p in job.parts() if p.cells[0] == job.cells[len(outcomes)])
+        task = (execute_part, part, self.data_dir, self.threads, self.out)
         try:
             if self.status is not None:
-                seeds = ",".join(str(c.seed) for c in job.cells)
-                name = f"{cell.task}/{cell.method}/seeds {seeds}" if job.seed_batch else cell.name
+                first = part.cells[0]
+                seeds = ",".join(str(c.seed) for c in part.cells)
+                name = (
+                    f"{first.task}/{first.method}/seeds {seeds}" if part.seed_batch else first.name
+                )
                 future = self.pool.submit(run_with_status, name, *task)
             else:
                 future = self.pool.submit(*task)
@@ -131,20 +131,18 @@ class _PoolRun:
             for rest in job.cells[len(outcomes) :]:
                 self.collect(CellOutcome(rest, error=f"worker process died: {exc}"))
             return
-        self.pending[future] = (job, outcomes)
+        self.pending[future] = (job, part, outcomes)
 
     def take(self, future: Future) -> None:
-        """Collect a finished task's outcomes, then queue the job's next cell (or release its
+        """Collect a finished part's outcomes, then queue the job's next part (or release its
         shared ensemble once every cell is done)."""
-        job, outcomes = self.pending.pop(future)
-        cells = job.cells if job.seed_batch else job.cells[len(outcomes) : len(outcomes) + 1]
+        job, part, outcomes = self.pending.pop(future)
         try:
-            result = future.result()
-            arrived = result if job.seed_batch else [result]
+            arrived = future.result()
         except BrokenProcessPool as exc:
             # A worker died (killed, out of memory): its cells are recorded as failed and will
             # be retried by the next run.
-            arrived = [CellOutcome(c, error=f"worker process died: {exc}") for c in cells]
+            arrived = [CellOutcome(c, error=f"worker process died: {exc}") for c in part.cells]
         for outcome in arrived:
             outcomes.append(outcome)
             self.collect(outcome)
