@@ -215,23 +215,25 @@ def execute_job(
     stays for the driver to remove once it wrote the record (:func:`save_record`), unless not
     ``keep_snapshot`` (a worker on another machine's disk, which the driver cannot reach:
     removed here). A seed batch's snapshot goes once its cells ended, when every one succeeded
-    or the batch left its ensembles in the job's folder. With ``release``, the shared ensemble
-    goes once every cell succeeded (:func:`release_ensemble`; a rerun after a kill or a failure
-    takes it from there); a pool running a job in parts releases it itself. With
-    ``progress``, the methods show their own progress bars (training epochs, search steps).
+    or the batch's training succeeded and left its ensembles in the job's folder. With
+    ``release``, the shared ensemble goes once every cell succeeded (:func:`release_ensemble`;
+    a rerun after a kill or a failure takes it from there); a pool running a job in parts
+    releases it itself. With ``progress``, the methods show their own progress bars (training
+    epochs, search steps).
     """
     import torch
 
     torch.set_num_threads(max(1, threads))
     root = Path(out) if out is not None else None
     outcomes: list[CellOutcome] = []
-    for outcome in _outcomes(job, data_dir, max(1, threads), root, progress):
+    untrained: list[Exception] = []  # the failure of the batch's training, if it failed
+    for outcome in _outcomes(job, data_dir, max(1, threads), root, progress, untrained):
         if outcome.ok and root is not None and not keep_snapshot:
             remove_snapshot(outcome.cell.snapshot_path(root))
         outcomes.append(outcome)
         yield outcome
-    ended = all(o.ok for o in outcomes) or job.ensemble_folder is not None
-    if job.seed_batch and root is not None and ended:
+    kept_elsewhere = job.ensemble_folder is not None and not untrained
+    if job.seed_batch and root is not None and (all(o.ok for o in outcomes) or kept_elsewhere):
         remove_snapshot(job.batch_snapshot_path(root))
     if release:
         release_ensemble(job, outcomes)
@@ -246,9 +248,15 @@ def execute_part(
 
 
 def _outcomes(
-    job: Job, data_dir: str | None, threads: int, out: Path | None, progress: bool
+    job: Job,
+    data_dir: str | None,
+    threads: int,
+    out: Path | None,
+    progress: bool,
+    untrained: list[Exception],
 ) -> Iterator[CellOutcome]:
-    """The outcome of each cell of ``job`` when it ends (module notes)."""
+    """The outcome of each cell of ``job`` when it ends (module notes); a failure of loading
+    the task or of the batch's training, which fails every cell left, goes to ``untrained``."""
     first = job.cells[0]
 
     def results() -> Iterator[tuple[RunRecord, np.ndarray] | Exception]:
@@ -262,6 +270,7 @@ def _outcomes(
         try:
             result = next(stream)
         except Exception as exc:  # the task or the batch's training: every cell left fails
+            untrained.append(exc)
             yield from _failed(job.cells[index:], exc, time.perf_counter() - start)
             return
         if isinstance(result, Exception):

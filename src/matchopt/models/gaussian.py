@@ -319,9 +319,8 @@ def fit_members(
     """
     if not stacked and len(members) != 1:
         raise ValueError(f"stacked=False trains one member, got {len(members)}")
-    if orders is None:
-        generator = torch.Generator() if generator is None else generator
-        orders = member_orders(generator, len(members), epochs, len(x))
+    if orders is None:  # by default, those of members trained one after another
+        orders = member_orders(generator or torch.Generator(), len(members), epochs, len(x))
     orders = list(orders)
     model = StackedMembers(members) if stacked else OneMember(members[0])
     optimizer = adam(model.ordered_parameters(), lr=lr)
