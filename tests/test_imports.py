@@ -111,6 +111,31 @@ def test_methods_and_models_never_import_tasks(layer):
     assert not {m: t for m, t in offenders.items() if t}
 
 
+def _reachable(graph: dict[str, set[str]], module: str) -> set[str]:
+    """Every module ``module`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [module]
+    while todo:
+        for nxt in graph[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+def test_models_know_nothing_of_the_runs_that_use_them():
+    # The model layer trains and loads networks; how runs execute (the runner, the bench's
+    # cells and grids, the ensembles shared between runs, the methods' run context) is above
+    # it. Imports through other modules and lazy ones count too.
+    graph = _graph(top_level_only=False)
+    above = ("matchopt.bench", "matchopt.runner", "matchopt.shared_ensembles", "matchopt.methods")
+    offenders = {
+        module: sorted(m for m in _reachable(graph, module) if m.startswith(above))
+        for module in graph
+        if module.startswith("matchopt.models")
+    }
+    assert not {m: found for m, found in offenders.items() if found}
+
+
 def test_the_cycle_finder_finds_cycles():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None

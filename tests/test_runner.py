@@ -9,7 +9,7 @@ from fakes import FakeMethod, install_fakes
 
 from matchopt.bench import Grid, run_grid
 from matchopt.methods import RunContext
-from matchopt.runner import run
+from matchopt.runner import RunSpec, SeedBatchPlan, run, run_batch
 
 
 @pytest.fixture
@@ -50,3 +50,31 @@ def test_a_run_hands_its_context_to_the_method_and_nothing_else(fakes, tmp_path,
     run_grid(grid, tmp_path / "grid", workers=1, progress=False)
     snapshot = method.contexts[-1].snapshot
     assert snapshot is not None and (tmp_path / "grid") in snapshot.path.parents
+
+
+def test_a_batch_of_runs_makes_each_record_whole_and_goes_on_after_a_failure(fakes, monkeypatch):
+    # Every job of a grid is one run_batch: the first run's method trains the batch's seeds,
+    # the other runs fit on their own; each record is complete when the runner makes it.
+    task, method = fakes
+    runs = [RunSpec("fake", 0, "quick"), RunSpec("fake", 1, "quick"), RunSpec("fake", 2, "paper")]
+    results = list(run_batch("fake-quadratic", runs, SeedBatchPlan((0, 1)), n_designs=4))
+    assert method.fits == 3 and task.oracle_calls == 3
+    for (record, _), spec in zip(results, runs):
+        assert (record.seed, record.preset) == (spec.seed, spec.preset)
+        assert record.extra["seed_batch"]["seeds"] == [0, 1]
+        assert record.extra["cell_seconds"] >= record.fit_seconds
+    assert results[0][0].fit_seconds == results[1][0].fit_seconds  # each a share of the batch
+    _, alone = run("fake-quadratic", "fake", seed=1, preset="quick", n_designs=4)
+    np.testing.assert_array_equal(results[1][1], alone)
+
+    real = FakeMethod.propose
+
+    def broken_for_seed_1(self, n=128):
+        if self.seed == 1:
+            raise RuntimeError("seed 1 broke")
+        return real(self, n)
+
+    monkeypatch.setattr(FakeMethod, "propose", broken_for_seed_1)
+    first, second, third = run_batch("fake-quadratic", runs, n_designs=4)
+    assert isinstance(second, RuntimeError) and "seed_batch" not in first[0].extra
+    assert third[0].seed == 2

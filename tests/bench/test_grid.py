@@ -44,3 +44,21 @@ def test_a_failing_cell_is_recorded_and_the_grid_goes_on(fakes, tmp_path, monkey
     assert task.oracle_calls == 0  # the oracle never sees a failed run
     assert all((tmp_path / "fake-quadratic" / "fake" / f"seed{s}.json").exists() is False
                for s in (0, 1))  # fmt: skip
+
+
+def test_every_job_of_a_grid_is_one_run_batch(fakes, tmp_path, monkeypatch):
+    from matchopt.bench import cells
+
+    batches = []
+    real = cells.run_batch
+
+    def counted(task, runs, batch=None, *args, **kwargs):
+        batches.append(([r.seed for r in runs], batch))
+        return real(task, runs, batch, *args, **kwargs)
+
+    monkeypatch.setattr(cells, "run_batch", counted)
+    grid = Grid(tasks=["fake-quadratic"], methods=["fake"], seeds=[0, 1], preset="quick")
+    summary = run_grid(grid, tmp_path, workers=1, progress=False)
+    assert len(summary.finished) == 2 and batches == [([0], None), ([1], None)]
+    record = summary.finished[0].record
+    assert record.extra["cell_seconds"] == summary.finished[0].seconds

@@ -1,9 +1,10 @@
 """Execution backends of the grid runner: a local process pool, or Ray (local or a cluster).
 
-Both run the jobs of a grid (one cell, or the cells that share a Gaussian ensemble) and hand
-every outcome to the driver's ``collect`` callback as soon as its cell ends. On Ray a job's cells
-run as one generator task, so that a cluster keeps their shared ensemble on one node; the task
-streams each cell's outcome back when the cell ends. Scheduling is the engine's job, not ours.
+Both run the jobs of a grid (one cell, the cells that share a Gaussian ensemble, a seed batch:
+each one :func:`~matchopt.bench.cells.execute_job`) and hand every outcome to the driver's
+``collect`` callback as soon as its cell ends. On Ray a job's cells run as one generator task,
+so that a cluster keeps their shared ensemble on one node; the task streams each cell's outcome
+back when the cell ends. Scheduling is the engine's job, not ours.
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 from matchopt.bench.cells import (
     CellOutcome,
     Job,
-    execute_cell,
     execute_job,
-    execute_seed_batch,
+    execute_part,
     init_pool_worker,
     init_worker,
     release_ensemble,
@@ -85,7 +86,7 @@ class _PoolRun:
             initializer=init_pool_worker,
             initargs=(threads, os.getpid(), self.status),
         )
-        self.pending: dict[Future, tuple[Job, list[CellOutcome]]] = {}
+        self.pending: dict[Future, tuple[Job, Job, list[CellOutcome]]] = {}
         self.running = RunningCells(workers, disable=not progress)
 
     def run(self, jobs: list[Job]) -> None:
@@ -114,16 +115,17 @@ class _PoolRun:
         self.pool.shutdown()
 
     def submit(self, job: Job, outcomes: list[CellOutcome]) -> None:
-        """Queue the job's next cell; a pool that broke meanwhile fails the job's other cells."""
-        cell = job.cells[len(outcomes)]
-        if job.seed_batch:  # one task for the whole batch: it trains the seeds together
-            task = (execute_seed_batch, job, self.data_dir, self.threads, self.out)
-        else:
-            task = (execute_cell, cell, self.data_dir, self.threads, self.out, job.ensemble_folder)
+        """Queue the job's next part (:meth:`Job.parts`: a seed batch whole, other jobs cell by
+        cell); a pool that broke meanwhile fails the job's other cells."""
+        part = next(p for p in job.parts() if p.cells[0] == job.cells[len(outcomes)])
+        task = (execute_part, part, self.data_dir, self.threads, self.out)
         try:
             if self.status is not None:
-                seeds = ",".join(str(c.seed) for c in job.cells)
-                name = f"{cell.task}/{cell.method}/seeds {seeds}" if job.seed_batch else cell.name
+                first = part.cells[0]
+                seeds = ",".join(str(c.seed) for c in part.cells)
+                name = (
+                    f"{first.task}/{first.method}/seeds {seeds}" if part.seed_batch else first.name
+                )
                 future = self.pool.submit(run_with_status, name, *task)
             else:
                 future = self.pool.submit(*task)
@@ -131,20 +133,18 @@ class _PoolRun:
             for rest in job.cells[len(outcomes) :]:
                 self.collect(CellOutcome(rest, error=f"worker process died: {exc}"))
             return
-        self.pending[future] = (job, outcomes)
+        self.pending[future] = (job, part, outcomes)
 
     def take(self, future: Future) -> None:
-        """Collect a finished task's outcomes, then queue the job's next cell (or release its
+        """Collect a finished part's outcomes, then queue the job's next part (or release its
         shared ensemble once every cell is done)."""
-        job, outcomes = self.pending.pop(future)
-        cells = job.cells if job.seed_batch else job.cells[len(outcomes) : len(outcomes) + 1]
+        job, part, outcomes = self.pending.pop(future)
         try:
-            result = future.result()
-            arrived = result if job.seed_batch else [result]
+            arrived = future.result()
         except BrokenProcessPool as exc:
             # A worker died (killed, out of memory): its cells are recorded as failed and will
             # be retried by the next run.
-            arrived = [CellOutcome(c, error=f"worker process died: {exc}") for c in cells]
+            arrived = [CellOutcome(c, error=f"worker process died: {exc}") for c in part.cells]
         for outcome in arrived:
             outcomes.append(outcome)
             self.collect(outcome)
@@ -176,15 +176,7 @@ def run_ray(
         raise MatchoptError("the ray backend needs Ray: pip install 'matchopt[ray]'") from None
     started_here = not ray.is_initialized()
     if started_here:
-        try:
-            if address:
-                ray.init(address=address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=workers * threads, include_dashboard=False, log_to_driver=False)
-        except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
-            where = f"the Ray cluster at {address}" if address else "a local Ray instance"
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise MatchoptError(f"could not start or reach {where}: {first}") from None
+        _start_ray(ray, address, workers * threads)
     try:
         remote_job = ray.remote(num_cpus=threads, max_retries=0)(_ray_job)
         # A local instance shares this machine's disk: a cell's snapshot stays until the driver
@@ -194,23 +186,7 @@ def run_ray(
         pending = [[remote_job.remote(job, data_dir, threads, out, keep), job, 0] for job in jobs]
         try:
             while pending:
-                ready, _ = ray.wait([entry[0] for entry in pending], num_returns=1)
-                entry = next(entry for entry in pending if entry[0] is ready[0])
-                stream, job, received = entry
-                try:
-                    outcome = ray.get(next(stream))
-                except StopIteration:  # the job's task is over
-                    outcome = None
-                except ray.exceptions.RayError as exc:  # it failed, or its worker died
-                    outcome = f"ray task failed: {exc}"
-                if isinstance(outcome, CellOutcome):
-                    collect(outcome)
-                    entry[2] += 1
-                    continue
-                pending.remove(entry)
-                error = outcome or "ray task ended before its cell"
-                for cell in job.cells[received:]:
-                    collect(CellOutcome(cell, error=error))
+                _take_ray_outcome(ray, pending, collect)
         except BaseException:
             for stream, _, _ in pending:
                 ray.cancel(stream, force=True)
@@ -218,6 +194,45 @@ def run_ray(
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _start_ray(ray: Any, address: str | None, cpus: int) -> None:
+    """Connect to the Ray cluster at ``address``, or start a local instance of ``cpus`` CPUs.
+
+    Raises:
+        MatchoptError: neither could be done, in one line.
+    """
+    try:
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    except (ConnectionError, TimeoutError, ValueError, RuntimeError) as exc:
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MatchoptError(f"could not start or reach {where}: {first}") from None
+
+
+def _take_ray_outcome(ray: Any, pending: list[list[Any]], collect: Collect) -> None:
+    """Wait for the next outcome of any ``pending`` job's stream and collect it; a stream that
+    ended (or failed) leaves ``pending``, its cells without an outcome failed."""
+    ready, _ = ray.wait([entry[0] for entry in pending], num_returns=1)
+    entry = next(entry for entry in pending if entry[0] is ready[0])
+    stream, job, received = entry
+    try:
+        outcome = ray.get(next(stream))
+    except StopIteration:  # the job's task is over
+        outcome = None
+    except ray.exceptions.RayError as exc:  # it failed, or its worker died
+        outcome = f"ray task failed: {exc}"
+    if isinstance(outcome, CellOutcome):
+        collect(outcome)
+        entry[2] += 1
+        return
+    pending.remove(entry)
+    error = outcome or "ray task ended before its cell"
+    for cell in job.cells[received:]:
+        collect(CellOutcome(cell, error=error))
 
 
 def _ray_job(

@@ -1,7 +1,10 @@
-"""One grid cell: what it is, and how a worker runs it (in any process, local or Ray).
+"""One grid cell and one job of cells: what they are, and how a worker runs them (in any
+process, local or Ray).
 
-A cell runs :func:`matchopt.runner.run` and returns its outcome to the driver; only the driver
-writes files (:mod:`matchopt.bench.grid`). A resumable method's training snapshot stays until
+A job (one cell, the cells that share a Gaussian ensemble, a batch of seeds) runs as one
+:func:`matchopt.runner.run_batch`, which gives each cell's complete record when the cell ends
+(:func:`execute_job`); the worker returns each outcome to the driver; only the driver writes
+files (:mod:`matchopt.bench.grid`). A resumable method's training snapshot stays until
 the cell's record is written (:func:`save_record`): a record that cannot be written (a full
 disk) leaves it, and the rerun takes the trained model from there.
 """
@@ -12,7 +15,7 @@ import os
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -22,8 +25,10 @@ import numpy as np
 
 from matchopt.checkpoints import SNAPSHOT_FOLDER, remove_snapshot, snapshot_files
 from matchopt.errors import MatchoptError
+from matchopt.methods import RunContext
 from matchopt.models.ensemble_cache import remove_cache_folder
 from matchopt.records import RunRecord, error_path, record_path, write_record
+from matchopt.runner import N_DESIGNS, RunSpec, SeedBatchPlan, run_batch
 from matchopt.tasks import Task, load_task
 
 
@@ -55,19 +60,25 @@ class Cell:
         (:mod:`matchopt.checkpoints`)."""
         return Path(out) / SNAPSHOT_FOLDER / self.task / self.method / f"seed{self.seed}.pt"
 
+    def spec(self, context: RunContext | None = None) -> RunSpec:
+        """The cell as a run of :func:`~matchopt.runner.run_batch`, in ``context``."""
+        return RunSpec(self.method, self.seed, self.preset, dict(self.overrides), context)
+
 
 @dataclass(frozen=True)
 class Job:
-    """Cells one worker runs in order. Cells that fit the same Gaussian ensemble (GA, Ens-Mean
-    and Ens-Min of one task and seed) form one job, largest ensemble first, sharing it through
-    ``ensemble_folder`` (:mod:`matchopt.models.ensemble_cache`); other jobs hold one cell."""
+    """Cells one worker runs in order, as one :func:`~matchopt.runner.run_batch`
+    (:func:`execute_job`). Cells that fit the same Gaussian ensemble (GA, Ens-Mean and Ens-Min
+    of one task and seed) form one job, largest ensemble first, sharing it through
+    ``ensemble_folder`` (:mod:`matchopt.shared_ensembles`); other jobs hold one cell."""
 
     cells: tuple[Cell, ...]
     ensemble_folder: str | None = None
-    #: The cells are seeds of one method, task, preset and overrides, trained as one batch
-    #: (:func:`~matchopt.runner.run_seeds`; ``matchopt bench --batch-seeds``); with an
-    #: ``ensemble_folder``, the cells of several methods and seeds that fit the same Gaussian
-    #: ensembles, trained as one batch of the seeds (:func:`execute_ensemble_seed_batch`).
+    #: The first cell's method trains every seed of the job as one batch
+    #: (:class:`~matchopt.runner.SeedBatchPlan`; ``matchopt bench --batch-seeds``): the seeds
+    #: of one method, task, preset and overrides, or with an ``ensemble_folder``, the cells of
+    #: several methods and seeds that fit the same Gaussian ensembles, which the batch trains
+    #: and leaves there for the other methods' cells.
     seed_batch: bool = False
 
     @property
@@ -80,6 +91,32 @@ class Job:
         first = self.cells[0]
         seeds = "-".join(str(seed) for seed in self.seeds)
         return Path(out) / SNAPSHOT_FOLDER / first.task / first.method / f"seeds{seeds}.pt"
+
+    def context(self, cell: Cell, out: Path | None) -> RunContext:
+        """The context ``cell`` runs (or, trained in the batch, searches) in: its snapshot file
+        under ``out``, the job's ensemble folder, and in a seed batch that shares one, the
+        batch's seeds (whose ensembles the cell reads)."""
+        snapshot = cell.snapshot_path(out) if out is not None else None
+        seeds = self.seeds if self.seed_batch and self.ensemble_folder is not None else None
+        return RunContext.of(snapshot, self.ensemble_folder, seeds)
+
+    def batch(self, out: Path | None) -> SeedBatchPlan | None:
+        """The job's seed batch (None unless :attr:`seed_batch`): every seed, trained within
+        the batch's snapshot file under ``out`` and the job's ensemble folder."""
+        if not self.seed_batch:
+            return None
+        snapshot = self.batch_snapshot_path(out) if out is not None else None
+        seeds = self.seeds if self.ensemble_folder is not None else None
+        context = RunContext.of(snapshot, self.ensemble_folder, seeds)
+        return SeedBatchPlan(tuple(self.seeds), context)
+
+    def parts(self) -> list[Job]:
+        """The pieces a process pool runs as one task each: a seed batch whole (its seeds train
+        together), other jobs cell by cell (each outcome reaches the driver when its cell ends;
+        the shared ensemble waits on disk in between)."""
+        if self.seed_batch or len(self.cells) == 1:
+            return [self]
+        return [Job((cell,), self.ensemble_folder) for cell in self.cells]
 
 
 @dataclass
@@ -110,7 +147,8 @@ def run_cell(
     ensemble_folder: str | None = None,
     seed_batch: list[int] | None = None,
 ) -> tuple[RunRecord, np.ndarray]:
-    """Run one cell (``matchopt run`` runs each seed as one): its record and designs.
+    """Run one cell (``matchopt run`` runs each seed as one): its record and designs, from
+    :func:`~matchopt.runner.run_batch` as every job's (:func:`execute_job`); raises its failure.
 
     ``extra["cell_seconds"]`` of the record is the whole run: fit, search and scoring (with
     the training of earlier sittings, ``extra["resumed"]``, when it continued a killed run).
@@ -118,24 +156,17 @@ def run_cell(
     record is written (:func:`save_record`), so that a record that cannot be written leaves the
     trained model for the rerun.
     """
-    from matchopt.methods import RunContext
-    from matchopt.runner import run
-
-    start = time.perf_counter()
-    record, designs = run(
+    spec = cell.spec(RunContext.of(snapshot, ensemble_folder, seed_batch))
+    (result,) = run_batch(
         task if task is not None else _cached_task(cell.task, data_dir),
-        cell.method,
-        cell.seed,
-        cell.preset,
-        dict(cell.overrides),
+        [spec],
         progress=progress,
         threads=threads,
         device=cell.device,
-        context=RunContext.of(snapshot, ensemble_folder, seed_batch),
     )
-    earlier = record.extra.get("resumed", {}).get("earlier_seconds", 0.0)
-    record.extra["cell_seconds"] = time.perf_counter() - start + earlier
-    return record, designs
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def save_record(cell: Cell, out: Path, record: RunRecord, designs: np.ndarray | None) -> Path:
@@ -172,142 +203,89 @@ def execute_job(
     out: str | None = None,
     progress: bool = False,
     keep_snapshot: bool = True,
+    release: bool = True,
 ) -> Iterator[CellOutcome]:
-    """Run a job's cells in order (:func:`execute_cell`), yielding each outcome when its cell
-    ends.
+    """Run a job's cells in order, yielding each outcome when its cell ends: every job (one
+    cell, cells sharing an ensemble, a seed batch) is one :func:`~matchopt.runner.run_batch`.
+    Never raises for a failure of a method or its task (the grid records it and goes on): a
+    failure of a seed batch's training fails every cell.
 
-    The shared ensemble stays in ``job.ensemble_folder`` until every cell of the job finished,
-    so a rerun after a kill takes it from there instead of training it again.
-    """
-    if job.seed_batch:
-        outcomes = execute_seed_batch(job, data_dir, threads, out, progress)
-        yield from outcomes
-        release_ensemble(job, outcomes)
-        return
-    outcomes = []
-    for cell in job.cells:
-        outcomes.append(
-            execute_cell(cell, data_dir, threads, out, job.ensemble_folder, progress, keep_snapshot)
-        )
-        yield outcomes[-1]
-    release_ensemble(job, outcomes)
-
-
-def execute_seed_batch(
-    job: Job,
-    data_dir: str | None,
-    threads: int,
-    out: str | None = None,
-    progress: bool = False,
-) -> list[CellOutcome]:
-    """Run a seed batch (:attr:`Job.seed_batch`): one batched training, then each seed's
-    search and scoring; one outcome per cell. A failure of the training fails every cell; the
-    batch's snapshot (:meth:`Job.batch_snapshot_path`) stays for a rerun until every cell
-    succeeded."""
-    import torch
-
-    from matchopt.methods import RunContext
-    from matchopt.runner import run_seeds
-
-    if job.ensemble_folder is not None:
-        return execute_ensemble_seed_batch(job, data_dir, threads, out, progress)
-    torch.set_num_threads(max(1, threads))
-    first = job.cells[0]
-    start = time.perf_counter()
-    snapshot = job.batch_snapshot_path(Path(out)) if out is not None else None
-    try:
-        results = run_seeds(
-            _cached_task(first.task, data_dir),
-            first.method,
-            [cell.seed for cell in job.cells],
-            first.preset,
-            dict(first.overrides),
-            n_designs=128,
-            progress=progress,
-            threads=max(1, threads),
-            device=first.device,
-            context=RunContext.of(snapshot),
-        )
-    except Exception as exc:  # the grid records the failure of every seed and goes on
-        return _batch_failed(job, exc, time.perf_counter() - start)
-    seconds = (time.perf_counter() - start) / len(job.cells)
-    outcomes = []
-    for cell, (record, designs) in zip(job.cells, results):
-        record.extra["cell_seconds"] = record.fit_seconds + record.search_seconds
-        outcomes.append(CellOutcome(cell, record, designs, seconds=seconds))
-    if snapshot is not None:
-        remove_snapshot(snapshot)
-    return outcomes
-
-
-def _batch_failed(job: Job, exc: Exception, seconds: float) -> list[CellOutcome]:
-    """Every cell of a seed batch whose training raised ``exc`` (called in its handler)."""
-    error, trace = f"{type(exc).__name__}: {exc}", traceback.format_exc()
-    return [CellOutcome(cell, error=error, traceback=trace, seconds=seconds) for cell in job.cells]
-
-
-def execute_ensemble_seed_batch(
-    job: Job,
-    data_dir: str | None,
-    threads: int,
-    out: str | None = None,
-    progress: bool = False,
-) -> list[CellOutcome]:
-    """Run a seed batch of cells that fit the same Gaussian ensembles (GA, Ens-Mean and Ens-Min
-    of several seeds): the first cell's method trains every seed's ensemble in one batch
-    (:meth:`~matchopt.methods.Method.fit_seeds`) into ``job.ensemble_folder``, then every cell
-    runs, reading its seed's ensemble from there. One outcome per cell, in the job's order; a
-    failure of the batch's training fails every cell.
-
-    Each record's ``extra.seed_batch`` holds the seeds and the batch's training seconds; the
-    first method's records count a seed's share of them in ``fit_seconds`` (the others read
-    the trained ensembles, as cells sharing an ensemble do).
+    With ``out``, resumable methods keep training snapshots under it (:meth:`Cell.snapshot_path`,
+    :meth:`Job.batch_snapshot_path`) and continue from them; the snapshot of a finished cell
+    stays for the driver to remove once it wrote the record (:func:`save_record`), unless not
+    ``keep_snapshot`` (a worker on another machine's disk, which the driver cannot reach:
+    removed here). A seed batch's snapshot goes once its cells ended, when every one succeeded
+    or the batch's training succeeded and left its ensembles in the job's folder. With
+    ``release``, the shared ensemble goes once every cell succeeded (:func:`release_ensemble`;
+    a rerun after a kill or a failure takes it from there); a pool running a job in parts
+    releases it itself. With ``progress``, the methods show their own progress bars (training
+    epochs, search steps).
     """
     import torch
 
-    from matchopt.methods import RunContext, make_method
-    from matchopt.runtime import limit_threads
-
     torch.set_num_threads(max(1, threads))
-    first, seeds = job.cells[0], job.seeds
-    snapshot = job.batch_snapshot_path(Path(out)) if out is not None else None
-    start = time.perf_counter()
-    try:
-        task = _cached_task(first.task, data_dir)
-        # The batch's one snapshot file is the first method's (Method.fit_seeds).
-        methods = [
-            make_method(
-                first.method,
-                first.preset,
-                dict(first.overrides),
-                seed=s,
-                progress=progress,
-                device=first.device,
-            ).in_context(RunContext.of(snapshot if k == 0 else None, job.ensemble_folder, seeds))
-            for k, s in enumerate(seeds)
-        ]
-        with limit_threads(max(1, threads)):
-            type(methods[0]).fit_seeds(methods, task.offline)
-    except Exception as exc:  # the grid records the failure of every cell and goes on
-        return _batch_failed(job, exc, time.perf_counter() - start)
-    batch_seconds = time.perf_counter() - start
-    outcomes = []
-    for cell in job.cells:
-        outcome = execute_cell(
-            cell, data_dir, threads, out, job.ensemble_folder, progress, seed_batch=seeds
-        )
-        if outcome.record is not None:
-            outcome.record.extra["seed_batch"] = {"seeds": seeds, "fit_seconds": batch_seconds}
-            if cell.method == first.method:  # its batch trained the ensembles: not read
-                share = batch_seconds / len(seeds)
-                outcome.record.fit_seconds += share
-                outcome.record.extra["cell_seconds"] += share
-                shared = outcome.record.extra.get("fit", {}).get("shared_ensemble") or {}
-                shared.update(from_cache=False, train_seconds=share)
+    root = Path(out) if out is not None else None
+    outcomes: list[CellOutcome] = []
+    untrained: list[Exception] = []  # the failure of the batch's training, if it failed
+    for outcome in _outcomes(job, data_dir, max(1, threads), root, progress, untrained):
+        if outcome.ok and root is not None and not keep_snapshot:
+            remove_snapshot(outcome.cell.snapshot_path(root))
         outcomes.append(outcome)
-    if snapshot is not None:
-        remove_snapshot(snapshot)
-    return outcomes
+        yield outcome
+    kept_elsewhere = job.ensemble_folder is not None and not untrained
+    if job.seed_batch and root is not None and (all(o.ok for o in outcomes) or kept_elsewhere):
+        remove_snapshot(job.batch_snapshot_path(root))
+    if release:
+        release_ensemble(job, outcomes)
+
+
+def execute_part(
+    job: Job, data_dir: str | None, threads: int, out: str | None = None, progress: bool = False
+) -> list[CellOutcome]:
+    """:func:`execute_job` of one of :meth:`Job.parts` in a pool worker: its outcomes, the
+    shared ensemble left for the job's other parts (the driver releases it)."""
+    return list(execute_job(job, data_dir, threads, out, progress, release=False))
+
+
+def _outcomes(
+    job: Job,
+    data_dir: str | None,
+    threads: int,
+    out: Path | None,
+    progress: bool,
+    untrained: list[Exception],
+) -> Iterator[CellOutcome]:
+    """The outcome of each cell of ``job`` when it ends (module notes); a failure of loading
+    the task or of the batch's training, which fails every cell left, goes to ``untrained``."""
+    first = job.cells[0]
+
+    def results() -> Iterator[tuple[RunRecord, np.ndarray] | Exception]:
+        specs = [cell.spec(job.context(cell, out)) for cell in job.cells]
+        task = _cached_task(first.task, data_dir)
+        args = (progress, threads, first.device)
+        yield from run_batch(task, specs, job.batch(out), None, N_DESIGNS, *args)
+
+    stream, start = results(), time.perf_counter()
+    for index, cell in enumerate(job.cells):
+        try:
+            result = next(stream)
+        except Exception as exc:  # the task or the batch's training: every cell left fails
+            untrained.append(exc)
+            yield from _failed(job.cells[index:], exc, time.perf_counter() - start)
+            return
+        if isinstance(result, Exception):
+            yield _failed([cell], result, time.perf_counter() - start)[0]
+        else:
+            record, designs = result
+            yield CellOutcome(cell, record, designs, seconds=record.extra["cell_seconds"])
+        start = time.perf_counter()
+
+
+def _failed(cells: Sequence[Cell], exc: Exception, seconds: float) -> list[CellOutcome]:
+    """The outcomes of ``cells`` that ``exc`` failed, with its traceback."""
+    error = f"{type(exc).__name__}: {exc}"
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return [CellOutcome(cell, error=error, traceback=trace, seconds=seconds) for cell in cells]
 
 
 def release_ensemble(job: Job, outcomes: list[CellOutcome]) -> None:
@@ -315,51 +293,6 @@ def release_ensemble(job: Job, outcomes: list[CellOutcome]) -> None:
     rerun takes it from there)."""
     if job.ensemble_folder is not None and all(o.ok for o in outcomes):
         remove_cache_folder(job.ensemble_folder)
-
-
-def execute_cell(
-    cell: Cell,
-    data_dir: str | None,
-    threads: int,
-    out: str | None = None,
-    ensemble_folder: str | None = None,
-    progress: bool = False,
-    keep_snapshot: bool = True,
-    seed_batch: list[int] | None = None,
-) -> CellOutcome:
-    """Run one cell in a grid worker and return its outcome; never raises for a failure of the
-    method (the grid records it and goes on). With ``out``, resumable methods keep training
-    snapshots under it (:meth:`Cell.snapshot_path`) and continue from them; the snapshot of a
-    finished cell stays for the driver to remove once it wrote the record (:func:`save_record`),
-    unless not ``keep_snapshot`` (a worker on another machine's disk, which the driver cannot
-    reach: removed here). With ``ensemble_folder``, Gaussian-ensemble methods share their
-    ensemble through it; with ``progress``, the method shows its own progress bars (training
-    epochs, search steps)."""
-    import torch
-
-    torch.set_num_threads(max(1, threads))
-    start = time.perf_counter()
-    try:
-        snapshot = cell.snapshot_path(Path(out)) if out is not None else None
-        record, designs = run_cell(
-            cell,
-            data_dir=data_dir,
-            threads=max(1, threads),
-            snapshot=snapshot,
-            ensemble_folder=ensemble_folder,
-            progress=progress,
-            seed_batch=seed_batch,
-        )
-    except Exception as exc:  # a failing cell is recorded and the grid goes on
-        return CellOutcome(
-            cell,
-            error=f"{type(exc).__name__}: {exc}",
-            traceback=traceback.format_exc(),
-            seconds=time.perf_counter() - start,
-        )
-    if snapshot is not None and not keep_snapshot:
-        remove_snapshot(snapshot)
-    return CellOutcome(cell, record, designs, seconds=time.perf_counter() - start)
 
 
 @lru_cache(maxsize=4)

@@ -1,6 +1,7 @@
 """The grid runner: expand tasks x methods x seeds into cells, skip finished ones, run the rest.
 
-A cell is an independent job (:func:`execute_cell`) that returns its outcome to the driver; only
+A job (one cell, or the cells that share their training: :func:`plan_jobs`) runs in a worker
+(:func:`~matchopt.bench.cells.execute_job`) that returns each cell's outcome to the driver; only
 the driver writes files, atomically (temporary file + rename), so a killed run loses no finished
 cell and leaves no partial record, and a Ray cluster needs no shared filesystem for results.
 """
@@ -380,6 +381,31 @@ def _run_unlocked(
     data_dir_text = str(folder) if folder is not None else None
     cells = grid.cells()
     summary = GridSummary(out=out, total=len(cells))
+    jobs = _unfinished_jobs(cells, out, summary, batch_seeds)
+    # Threads per cell follow the whole grid, not the cells left: thread count changes BLAS
+    # summation order, so a resumed grid must give a cell the threads of an uninterrupted run.
+    workers = min(workers, max(1, len(cells)))
+    if threads is None:
+        threads = max(1, min(default_threads(), (os.cpu_count() or 1) // workers))
+    collect = _Collector(summary, out, workers, progress)
+    try:
+        if jobs and backend == "ray":
+            run_ray(jobs, data_dir_text, workers, threads, ray_address, collect, str(out))
+        elif jobs:
+            run_local(jobs, data_dir_text, workers, threads, collect, str(out), progress)
+    except KeyboardInterrupt:
+        summary.interrupted = True
+    finally:
+        collect.bar.close()
+    return summary
+
+
+def _unfinished_jobs(
+    cells: list[Cell], out: Path, summary: GridSummary, batch_seeds: bool
+) -> list[Job]:
+    """The jobs of the cells that have no record in ``out`` yet (:func:`plan_jobs`); the
+    others go to ``summary`` as skipped, with their records. The folders the jobs write to are
+    checked (no link) and cleared of temporary files a killed run left."""
     todo = []
     for cell in cells:
         record = finished_record(cell, out)
@@ -393,45 +419,38 @@ def _run_unlocked(
         if job.ensemble_folder is not None:
             check_no_links(out, Path(job.ensemble_folder) / "x")
     _remove_stale_temporaries(out, jobs)
+    return jobs
 
-    # Threads per cell follow the whole grid, not the cells left: thread count changes BLAS
-    # summation order, so a resumed grid must give a cell the threads of an uninterrupted run.
-    workers = min(workers, max(1, len(cells)))
-    if threads is None:
-        threads = max(1, min(default_threads(), (os.cpu_count() or 1) // workers))
-    # The time left comes from the measured times of the cells that finished in this run (the
-    # median, over the workers), not from tqdm's rate of cells, which swings with cell sizes.
-    bar = tqdm(
-        total=len(cells),
-        initial=len(summary.skipped),
-        desc="grid",
-        unit="cell",
-        disable=not progress,
-        dynamic_ncols=True,
-        bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
-    )
-    cell_seconds: list[float] = []
 
-    def collect(outcome: CellOutcome) -> None:
-        store_outcome(outcome, out)
+class _Collector:
+    """The driver's ``collect``: stores each outcome (:func:`store_outcome`), counts it in the
+    summary and moves the grid's progress bar, whose time left comes from the measured times of
+    the cells that finished in this run (the median, over the workers), not from tqdm's rate of
+    cells, which swings with cell sizes."""
+
+    def __init__(self, summary: GridSummary, out: Path, workers: int, progress: bool):
+        self.summary, self.out, self.workers = summary, out, workers
+        self.cell_seconds: list[float] = []
+        self.bar = tqdm(
+            total=summary.total,
+            initial=len(summary.skipped),
+            desc="grid",
+            unit="cell",
+            disable=not progress,
+            dynamic_ncols=True,
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+        )
+
+    def __call__(self, outcome: CellOutcome) -> None:
+        summary = self.summary
+        store_outcome(outcome, self.out)
         (summary.finished if outcome.ok else summary.failed).append(outcome)
         if outcome.ok:
             summary.records.append(outcome.record)
-            cell_seconds.append(outcome.seconds)
-        bar.update(1)
-        left = time_left(cell_seconds, bar.total - bar.n, workers)
-        bar.set_postfix_str(f"failed {len(summary.failed)}, about {left} left", refresh=True)
-
-    try:
-        if jobs and backend == "ray":
-            run_ray(jobs, data_dir_text, workers, threads, ray_address, collect, str(out))
-        elif jobs:
-            run_local(jobs, data_dir_text, workers, threads, collect, str(out), progress)
-    except KeyboardInterrupt:
-        summary.interrupted = True
-    finally:
-        bar.close()
-    return summary
+            self.cell_seconds.append(outcome.seconds)
+        self.bar.update(1)
+        left = time_left(self.cell_seconds, self.bar.total - self.bar.n, self.workers)
+        self.bar.set_postfix_str(f"failed {len(summary.failed)}, about {left} left", refresh=True)
 
 
 def store_outcome(outcome: CellOutcome, out: Path) -> None:

@@ -14,8 +14,8 @@ from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
 from matchopt.methods.seed_batch import SeedBatch, seed_losses_check
 from matchopt.methods.wrappers import fit_all_or_nothing
-from matchopt.models import GaussianEnsemble
 from matchopt.models.ensemble_cache import EnsembleCache
+from matchopt.shared_ensembles import shared_ensemble, shared_seed_ensembles
 
 
 class EnsembleSurrogateMethod(Method):
@@ -45,7 +45,7 @@ class EnsembleSurrogateMethod(Method):
     @fit_all_or_nothing
     def fit(self, data: OfflineData) -> EnsembleSurrogateMethod:
         features, scores, cache = self._prepare(data)
-        self.ensemble_ = GaussianEnsemble.from_config(
+        self.ensemble_ = shared_ensemble(
             features,
             scores,
             self.config_,
@@ -62,16 +62,16 @@ class EnsembleSurrogateMethod(Method):
         cls, methods: Sequence[EnsembleSurrogateMethod], data: OfflineData, run: SeedBatch
     ) -> None:
         """:meth:`fit` of every seed at once: all seeds' ensemble members trained in lockstep
-        (:meth:`GaussianEnsemble.from_config_seeds`), each seed from its own generators; with
-        an ensemble folder (:meth:`share_ensembles`), stored there for the methods of the same
-        training fields and seeds."""
+        (:func:`~matchopt.shared_ensembles.shared_seed_ensembles`), each seed from its own
+        generators; with an ensemble folder (:meth:`share_ensembles`), stored there for the
+        methods of the same training fields and seeds."""
         first = methods[0]
         features, scores, cache = first._prepare(data)
 
         def snapshots(model, optimizer, orders):  # noqa: ANN001, ANN202 (fit_members's parts)
             return _BatchSnapshots(run, data, model, optimizer, orders)
 
-        ensembles = GaussianEnsemble.from_config_seeds(
+        ensembles = shared_seed_ensembles(
             features,
             scores,
             first.config_,

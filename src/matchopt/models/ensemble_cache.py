@@ -1,4 +1,4 @@
-"""Trained Gaussian ensembles shared between the methods of one benchmark grid.
+"""A folder of trained Gaussian ensembles, keyed by what their training reads.
 
 GA, Ens-Mean and Ens-Min fit the same bootstrapped ensemble (same architecture, training
 settings, data and seed) and differ only in how many members they keep and how the search
@@ -8,15 +8,15 @@ taken member after member from the seeded generators, :meth:`GaussianEnsemble.fi
 first ``n`` members of a trained ``k``-member ensemble *are* the ``n``-member ensemble: GA's model
 is member 0 of Ens-Mean's, bit for bit. Narrow members train in lockstep
 (:func:`~matchopt.models.gaussian.fit_members`), whose float rounding depends on the member count,
-so those are shared only between requests of the same size (CMA-ES and BO-qEI). ``matchopt
-bench`` uses a cache folder for cells that share an ensemble; a standalone ``matchopt run`` trains
-its own.
+so those are shared only between requests of the same size (CMA-ES and BO-qEI). Which run takes
+which ensemble from a folder, and when it trains one, is :mod:`matchopt.shared_ensembles`'s; this
+module stores and loads the members.
 
 Files are matchopt state files (:mod:`matchopt.state`: tensors and plain data, read with no
 pickle), written atomically below the results folder without following a link
 (:mod:`matchopt.safe_paths`), and keyed by a digest of everything the training reads. A file of
-the older ``torch.save`` format is set aside and its ensemble trained again. Removing a job's
-cache (:func:`remove_cache_folder`) deletes the files of the names the cache gives (a digest's
+the older ``torch.save`` format is set aside and its ensemble trained again. Removing a cache
+folder (:func:`remove_cache_folder`) deletes the files of the names the cache gives (a digest's
 32 hex digits and ``.pt``) and nothing else.
 """
 
@@ -190,13 +190,13 @@ class EnsembleCache:
 def remove_cache_temporaries(
     folder: str | os.PathLike, root: str | os.PathLike | None = None
 ) -> None:
-    """Remove the temporary files a killed write left in a job's cache folder (those of the
+    """Remove the temporary files a killed write left in a cache folder (those of the
     names :data:`CACHE_NAME`), each by its exact name."""
     _remove_cache_files(Path(folder), root, temporaries_only=True)
 
 
 def remove_cache_folder(folder: str | os.PathLike, root: str | os.PathLike | None = None) -> None:
-    """Delete a job's cache folder once its cells are done: the files whose names the cache
+    """Delete a cache folder (when is its user's choice): the files whose names the cache
     gives (:data:`CACHE_NAME`, and their temporary files), then the folder if that leaves it
     empty. Anything else (a ``*.rejected`` file, a file of the user's) stays; no link below the
     results folder is followed."""

@@ -10,7 +10,6 @@ per-sample weights = how often each row is drawn among N draws with replacement.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,7 +21,6 @@ from tqdm.auto import tqdm
 
 from matchopt.config_fields import learning_rate
 from matchopt.errors import MatchoptError
-from matchopt.models.ensemble_cache import EnsembleCache, ensemble_key
 from matchopt.models.mlp import ACTIVATIONS, mlp_layers
 from matchopt.models.optim import adam
 from matchopt.runtime import seeded_torch_rng
@@ -321,30 +319,45 @@ def fit_members(
     """
     if not stacked and len(members) != 1:
         raise ValueError(f"stacked=False trains one member, got {len(members)}")
-    if orders is None:
-        generator = torch.Generator() if generator is None else generator
-        orders = member_orders(generator, len(members), epochs, len(x))
+    if orders is None:  # by default, those of members trained one after another
+        orders = member_orders(generator or torch.Generator(), len(members), epochs, len(x))
     orders = list(orders)
     model = StackedMembers(members) if stacked else OneMember(members[0])
     optimizer = adam(model.ordered_parameters(), lr=lr)
-    n_members = len(members)
-    weights = torch.ones(n_members, len(x)) if sample_weights is None else sample_weights.float()
-    weights = weights.to(x.device)
+    weights = torch.ones(len(members), len(x)) if sample_weights is None else sample_weights
+    weights = weights.float().to(x.device)
     skip_zero_rows = (
         not stacked and skip_zero_weights and x.device.type == "cpu" and bool((weights == 0).any())
     )
-    start, losses = 0, [[] for _ in range(n_members)]
     loop = None if snapshots is None else snapshots(model, optimizer, orders)
+    bar = {"desc": desc, "disable": not progress}
+    losses = _train_epochs(
+        model, optimizer, x, y, weights, orders, batch_size, epochs, skip_zero_rows, loop, bar
+    )
+    model.unstack_into(members)
+    return losses
+
+
+def _train_epochs(
+    model: StackedMembers | OneMember,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    weights: torch.Tensor,
+    orders: list[torch.Generator],
+    batch_size: int,
+    epochs: int,
+    skip_zero_rows: bool,
+    loop: GroupedSnapshots | None,
+    bar_options: dict[str, Any],
+) -> list[list[float]]:
+    """The epochs of :func:`fit_members`, from the one ``loop`` restores (0 without snapshots)
+    to ``epochs``, each saved to ``loop`` when it ends; returns each member's loss per epoch."""
+    start, losses = 0, [[] for _ in orders]
     if loop is not None:
-        start, losses = loop.start(n_members, epochs)
+        start, losses = loop.start(len(orders), epochs)
     bar = tqdm(
-        range(start, epochs),
-        initial=start,
-        total=epochs,
-        desc=desc,
-        unit="epoch",
-        disable=not progress,
-        leave=False,
+        range(start, epochs), initial=start, total=epochs, unit="epoch", leave=False, **bar_options
     )
     for epoch in bar:
         # Drawn on the CPU (the same orders on every device).
@@ -355,7 +368,6 @@ def fit_members(
         if loop is not None:
             loop.save(epoch + 1, epochs, losses)
     bar.close()
-    model.unstack_into(members)
     return losses
 
 
@@ -483,40 +495,49 @@ class GaussianEnsemble(nn.Module):
         if grouped is None:
             widths = [m.out_features for m in self.members[0].body if isinstance(m, nn.Linear)]
             grouped = trains_grouped(widths[:-1])
+        options = {"epochs": epochs, "batch_size": batch_size, "lr": lr, "progress": progress}
         if grouped:
             fit_members(
                 list(self.members),
                 x,
                 y,
-                epochs=epochs,
-                batch_size=batch_size,
-                lr=lr,
                 sample_weights=None if weights is None else torch.from_numpy(weights),
                 generator=generator,
-                progress=progress,
+                **options,
             )
             return self
+        self._fit_one_after_another(x, y, weights, generator, first_member, member_done, options)
+        return self
+
+    def _fit_one_after_another(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        weights: np.ndarray | None,
+        generator: torch.Generator,
+        first_member: int,
+        member_done: Callable[[int], None] | None,
+        options: dict[str, Any],
+    ) -> None:
+        """:meth:`fit` of members trained one after another from ``first_member`` on (each a
+        stack of one, its batch orders drawn in turn from ``generator``)."""
         for index, member in enumerate(self.members):
             if index < first_member:
-                for _ in range(epochs):  # the batch orders this member drew
+                for _ in range(options["epochs"]):  # the batch orders this member drew
                     torch.randperm(len(x), generator=generator)
                 continue
-            fit_members(  # a stack of one: each member alone, batch orders drawn in turn
+            fit_members(
                 [member],
                 x,
                 y,
-                epochs=epochs,
-                batch_size=batch_size,
-                lr=lr,
                 sample_weights=None if weights is None else torch.from_numpy(weights[[index]]),
                 orders=[generator],
-                progress=progress,
                 stacked=False,
                 desc=f"member {index + 1}/{len(self.members)}",
+                **options,
             )
             if member_done is not None:
                 member_done(index + 1)
-        return self
 
     @classmethod
     def initialized(
@@ -575,68 +596,20 @@ class GaussianEnsemble(nn.Module):
 
     @classmethod
     def from_config(
-        cls,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        config: Any,
-        seed: int,
-        progress: bool = False,
-        cache: EnsembleCache | None = None,
-        seed_batch: Sequence[int] | None = None,
+        cls, x: torch.Tensor, y: torch.Tensor, config: Any, seed: int, progress: bool = False
     ) -> GaussianEnsemble:
         """:meth:`trained` with the fields of an :class:`EnsembleConfig` (and its ``bootstrap``
-        field where the config has one; True otherwise).
-
-        With ``cache`` and ``seed_batch``, the first ``n_models`` members of this seed's
-        ensemble from a batch of those seeds (:meth:`from_config_seeds`), when the cache holds
-        as many; otherwise as without a batch.
-
-        With ``cache``, the first ``n_models`` members of an ensemble trained on the same data
-        with the same fields and seed are taken from it (the same members, bit for bit, see
-        :mod:`matchopt.models.ensemble_cache`); otherwise the trained ensemble is stored there,
-        member after member. ``shared_`` of the result says which happened.
-        """
+        field where the config has one; True otherwise)."""
         architecture, fields = config_arguments(config, progress)
-        fields["seed"] = seed
-        if cache is None:
-            return cls.trained(x, y, **architecture, **fields)
-        if seed_batch is not None:
-            key = ensemble_key(x, y, config, seed, False, seed_batch=seed_batch)
-            ensemble = cls.initialized(x.shape[1], **architecture, seed=seed, device=x.device)
-            done, seconds = cache.load(key, ensemble)
-            if done >= len(ensemble.members):
-                ensemble.shared_ = {
-                    "from_cache": True,
-                    "train_seconds": seconds,
-                    "seed_batch": [int(s) for s in seed_batch],
-                }
-                return ensemble.eval().requires_grad_(False)
-        grouped = trains_grouped(config.hidden)
-        key = ensemble_key(x, y, config, seed, grouped)
-        ensemble = cls.initialized(x.shape[1], **architecture, seed=seed, device=x.device)
-        n = len(ensemble.members)
-        done, earlier = cache.load(key, ensemble)
-        if done >= n:
-            ensemble.shared_ = {"from_cache": True, "train_seconds": earlier}
-            return ensemble.eval().requires_grad_(False)
-        if grouped:
-            done = 0  # members trained in lockstep are not a prefix of a larger ensemble
-        start = time.perf_counter()
+        return cls.trained(x, y, **architecture, **fields, seed=seed)
 
-        def member_done(k: int) -> None:  # each finished member survives a kill
-            cache.store(key, ensemble, k, earlier + time.perf_counter() - start)
-
-        ensemble.fit(x, y, **fields, first_member=done, member_done=member_done)
-        seconds = earlier + time.perf_counter() - start
-        if grouped:  # fit() reports members trained one after another only
-            cache.store(key, ensemble, n, seconds)
-        ensemble.shared_ = {
-            "from_cache": False,
-            "train_seconds": seconds,
-            "resumed_members": done,
-            "earlier_seconds": earlier if done else 0.0,  # training of the resumed members
-        }
-        return ensemble.eval().requires_grad_(False)
+    @classmethod
+    def untrained(cls, x: torch.Tensor, config: Any, seed: int) -> GaussianEnsemble:
+        """:meth:`initialized` with the architecture of an :class:`EnsembleConfig`, for features
+        ``x`` (its width and device): the start of :meth:`from_config`, e.g. to fill with
+        members trained elsewhere (``load_state_dict``)."""
+        architecture, _ = config_arguments(config, False)
+        return cls.initialized(x.shape[1], **architecture, seed=seed, device=x.device)
 
     @classmethod
     def trained_seeds(
@@ -700,47 +673,14 @@ class GaussianEnsemble(nn.Module):
         config: Any,
         seeds: Sequence[int],
         progress: bool = False,
-        cache: EnsembleCache | None = None,
         snapshots: Callable[..., GroupedSnapshots] | None = None,
     ) -> list[GaussianEnsemble]:
-        """:meth:`trained_seeds` with the fields of an :class:`EnsembleConfig`.
-
-        With ``cache``, the seeds' ensembles are read from it when it holds every one of them
-        (stored by an earlier batch of the same seeds, under keys naming the batch:
-        :func:`~matchopt.models.ensemble_cache.ensemble_key`); otherwise the batch trains and
-        stores them, and methods of the same training fields asking for at most ``n_models``
-        members of one of its seeds read theirs from there (:meth:`from_config` with
-        ``seed_batch``). ``shared_`` of each result says which happened; ``train_seconds``
-        there is the seed's share of the batch.
-        """
+        """:meth:`trained_seeds` with the fields of an :class:`EnsembleConfig`: the frozen
+        ensembles, one per seed."""
         architecture, fields = config_arguments(config, progress)
-        keys = [ensemble_key(x, y, config, s, False, seed_batch=seeds) for s in seeds]
-        if cache is not None:
-            ensembles = [
-                cls.initialized(x.shape[1], **architecture, seed=s, device=x.device) for s in seeds
-            ]
-            loaded = [cache.load(k, e) for k, e in zip(keys, ensembles)]
-            if all(done >= config.n_models for done, _ in loaded):
-                for ensemble, (_, seconds) in zip(ensembles, loaded):
-                    ensemble.shared_ = {
-                        "from_cache": True,
-                        "train_seconds": seconds,
-                        "seed_batch": list(seeds),
-                    }
-                return [e.eval().requires_grad_(False) for e in ensembles]
-        start = time.perf_counter()
         ensembles, _ = cls.trained_seeds(
             x, y, **architecture, **fields, seeds=seeds, snapshots=snapshots
         )
-        share = (time.perf_counter() - start) / len(seeds)
-        for key, ensemble in zip(keys, ensembles):
-            if cache is not None:
-                cache.store(key, ensemble, config.n_models, share)
-            ensemble.shared_ = {
-                "from_cache": False,
-                "train_seconds": share,
-                "seed_batch": list(seeds),
-            }
         return ensembles
 
     def member_means(self, x: torch.Tensor) -> torch.Tensor:
