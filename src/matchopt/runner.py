@@ -15,6 +15,7 @@ from matchopt._version import __version__, source_commit
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import lab_view, percentile
 from matchopt.methods import Method, RunContext, make_method
+from matchopt.methods.training import fit_seeds
 from matchopt.records import RunRecord, check_record
 from matchopt.runtime import limit_threads, resolve_device
 from matchopt.tasks import Task, load_task
@@ -53,7 +54,7 @@ def run(
     task_obj = _start(task, data_dir, n_designs, device)
     solver = make_method(method, preset, overrides, seed=seed, progress=progress, device=device)
     if context is not None:
-        solver.in_context(context)
+        solver.run = context
     with limit_threads(threads):
         return _run(task_obj, solver, method, seed, preset, n_designs)
 
@@ -78,13 +79,23 @@ def _run(
     solver.fit(task_obj.offline)
     fit_seconds = time.perf_counter() - start
     # A run resumed from a snapshot counts the training of its earlier sittings too.
-    earlier = solver.resumed_seconds()
+    earlier = resumed_seconds(solver)
     record, designs = _propose_and_score(
         task_obj, solver, method, seed, preset, n_designs, fit_seconds + earlier
     )
     if earlier > 0:
         record.extra["resumed"] = {"earlier_seconds": earlier}
     return record, designs
+
+
+def resumed_seconds(solver: Method) -> float:
+    """Seconds a fitted method trained in earlier sittings: those of the snapshot it continued
+    a killed run from (:attr:`~matchopt.methods.engine.RunContext.resumed_seconds`), and those
+    of the members of a shared ensemble that an earlier sitting left in the ensemble cache (its
+    ``fit_report``'s ``shared_ensemble``). 0 for a fit in one sitting. Run records add them to
+    ``fit_seconds``, so that a resumed run reports the time of its whole training."""
+    shared = solver.fit_report().get("shared_ensemble") or {}
+    return solver.run.resumed_seconds + float(shared.get("earlier_seconds", 0.0))
 
 
 def run_seeds(
@@ -101,7 +112,7 @@ def run_seeds(
     context: RunContext | None = None,
 ) -> list[tuple[RunRecord, np.ndarray]]:
     """:func:`run` for several seeds whose training is one batched loop
-    (:meth:`~matchopt.methods.Method.fit_seeds`; a method that does not batch seeds fits them
+    (:func:`~matchopt.methods.training.fit_seeds`; a method that does not batch seeds fits them
     one after the other): one record and design set per seed, as :func:`run` gives them up to
     float round-off. The snapshot file of ``context`` is the batch's one.
 
@@ -114,11 +125,11 @@ def run_seeds(
         for seed in seeds
     ]
     if context is not None:
-        solvers[0].in_context(context)
+        solvers[0].run = context
     with limit_threads(threads):
         start = time.perf_counter()
-        type(solvers[0]).fit_seeds(solvers, task_obj.offline)
-        earlier = solvers[0].resumed_seconds()  # the batch's earlier sittings
+        fit_seeds(solvers, task_obj.offline)
+        earlier = resumed_seconds(solvers[0])  # the batch's earlier sittings
         batch_seconds = time.perf_counter() - start + earlier
         results = []
         for solver in solvers:

@@ -255,7 +255,7 @@ def execute_ensemble_seed_batch(
 ) -> list[CellOutcome]:
     """Run a seed batch of cells that fit the same Gaussian ensembles (GA, Ens-Mean and Ens-Min
     of several seeds): the first cell's method trains every seed's ensemble in one batch
-    (:meth:`~matchopt.methods.Method.fit_seeds`) into ``job.ensemble_folder``, then every cell
+    (:func:`~matchopt.methods.training.fit_seeds`) into ``job.ensemble_folder``, then every cell
     runs, reading its seed's ensemble from there. One outcome per cell, in the job's order; a
     failure of the batch's training fails every cell.
 
@@ -266,6 +266,7 @@ def execute_ensemble_seed_batch(
     import torch
 
     from matchopt.methods import RunContext, make_method
+    from matchopt.methods.training import fit_seeds
     from matchopt.runtime import limit_threads
 
     torch.set_num_threads(max(1, threads))
@@ -274,7 +275,7 @@ def execute_ensemble_seed_batch(
     start = time.perf_counter()
     try:
         task = _cached_task(first.task, data_dir)
-        # The batch's one snapshot file is the first method's (Method.fit_seeds).
+        # The batch's one snapshot file is the first method's (fit_seeds).
         methods = [
             make_method(
                 first.method,
@@ -283,11 +284,13 @@ def execute_ensemble_seed_batch(
                 seed=s,
                 progress=progress,
                 device=first.device,
-            ).in_context(RunContext.of(snapshot if k == 0 else None, job.ensemble_folder, seeds))
-            for k, s in enumerate(seeds)
+            )
+            for s in seeds
         ]
+        for k, method in enumerate(methods):
+            method.run = RunContext.of(snapshot if k == 0 else None, job.ensemble_folder, seeds)
         with limit_threads(max(1, threads)):
-            type(methods[0]).fit_seeds(methods, task.offline)
+            fit_seeds(methods, task.offline)
     except Exception as exc:  # the grid records the failure of every cell and goes on
         return _batch_failed(job, exc, time.perf_counter() - start)
     batch_seconds = time.perf_counter() - start

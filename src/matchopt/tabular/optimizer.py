@@ -71,7 +71,8 @@ from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError, printable
 from matchopt.io import atomic_write_bytes
 from matchopt.methods import RECOMMENDED_METHOD, get_method_entry
-from matchopt.methods.base import build_config
+from matchopt.methods.base import build_config, has_surrogate
+from matchopt.methods.persistence import check_loaded
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.runtime import MAX_SEED, limit_threads, resolve_device
 from matchopt.safe_paths import as_path, name_max
@@ -468,7 +469,7 @@ class TableOptimizer:
         method = entry.cls(config, seed=self.seed, progress=self.progress, device=self.device)
         method.fit(data_)
         # A method that chooses among others per table (``auto``) reports its pick and why.
-        report = method.fit_report() if method.has_surrogate else {}
+        report = method.fit_report() if has_surrogate(method) else {}
         self.choice_ = (
             {key: report[key] for key in CHOICE_KEYS if key in report}
             if "choice" in report
@@ -476,7 +477,7 @@ class TableOptimizer:
         )
         self.ensemble_encoder_, self.ensemble_ = self._fit_ensemble(data_)
         ensemble_words = self._ensemble_words()
-        if method.has_surrogate:
+        if has_surrogate(method):
             self.ranker_ = None
             self.ranking_ = f"{self.method}'s own surrogate"
         else:
@@ -1168,7 +1169,7 @@ class TableOptimizer:
             raise MatchoptError(f"{source}: not a matchopt model file (saved by --save-model)")
         # Files are read onto the CPU, whatever device wrote them (as Method.load).
         optimizer.device = optimizer.method_.device = "cpu"
-        optimizer.method_._check_loaded(source)
+        check_loaded(optimizer.method_, source)
         rows = optimizer.data_.x[:2]
         check_predictions(
             source,
@@ -1237,7 +1238,7 @@ class TableOptimizer:
             check_int(self, "n_candidates_", 0)
         if ranker is not None and ranker is not ensemble:
             raise MatchoptError("ranker_ is another ensemble than ensemble_")
-        if ranker is None and not method.has_surrogate:
+        if ranker is None and not has_surrogate(method):
             raise MatchoptError(f"ranker_ is None, but {type(method).__name__} cannot rank")
         if schema.space != data.space:
             raise MatchoptError(
