@@ -18,7 +18,8 @@ from matchopt.config_fields import count
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.methods import METHODS, RunContext
 from matchopt.methods.base import Method, MethodEntry
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.training import Resumable
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.report import write_report
 from matchopt.runner import run
 from matchopt.tasks import TASKS
@@ -70,17 +71,21 @@ class FakeMethod(Method):
     @fit_all_or_nothing
     def fit(self, data: OfflineData) -> FakeMethod:
         type(self).fits += 1
-        type(self).contexts.append(self.context)
+        type(self).contexts.append(self.run)
         self.data_ = data
         return self
 
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
-        self._check_fitted()
+        check_fitted(self)
         order = np.argsort(-self.data_.y)
         best = self.data_.x[order[np.arange(n) % len(order)]]  # the best rows, round after round
         jitter = np.random.default_rng(self.seed).normal(0, 1e-3, best.shape)
         return (best * (1 - self.config_.step) + jitter).astype(np.float32)
+
+
+class ResumableFake(FakeMethod, Resumable):
+    """The fake method, keeping training snapshots (it writes none)."""
 
 
 @pytest.fixture
@@ -146,7 +151,7 @@ def test_a_run_hands_its_context_to_the_method_and_nothing_else(fakes, tmp_path,
     seen = method.contexts[-1]
     assert seen.ensemble_folder == tmp_path / "ensembles" and seen.seed_batch == (0, 1)
     assert seen.snapshot is None  # a method that keeps no snapshots is given no file
-    monkeypatch.setattr(FakeMethod, "resumable", True)
+    monkeypatch.setitem(METHODS, "fake", MethodEntry(ResumableFake, "resumable fake (tests)"))
     run("fake-quadratic", "fake", seed=0, preset="quick", n_designs=4, context=context)
     assert method.contexts[-1].snapshot.path == tmp_path / "snap.pt"
     # A grid gives each cell its own snapshot file, under the results folder.
