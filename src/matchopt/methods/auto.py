@@ -53,7 +53,7 @@ import numpy as np
 from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.data import OfflineData, design_groups
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import MIN_ROWS, Method, build_config
+from matchopt.methods.base import MIN_ROWS, Method, build_config, has_surrogate
 from matchopt.methods.cma_es import CmaEs
 from matchopt.methods.engine import RunContext
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
@@ -310,7 +310,10 @@ class AutoChoice(Method):
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """The chosen member's surrogate (n,), in the units of the offline y."""
         check_fitted(self)
-        return self.members_[self.choice_].predict(designs)
+        chosen = self.members_[self.choice_]
+        if not has_surrogate(chosen):
+            raise MatchoptError(f"{type(chosen).__name__} has no surrogate to predict with")
+        return chosen.predict(designs)
 
     def proposal_cap(self, n_rows: int) -> int | None:
         """The chosen member's (every member's, before a fit)."""
