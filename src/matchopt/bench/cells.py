@@ -276,15 +276,9 @@ def execute_ensemble_seed_batch(
     try:
         task = _cached_task(first.task, data_dir)
         # The batch's one snapshot file is the first method's (fit_seeds).
+        options = {"progress": progress, "device": first.device}
         methods = [
-            make_method(
-                first.method,
-                first.preset,
-                dict(first.overrides),
-                seed=s,
-                progress=progress,
-                device=first.device,
-            )
+            make_method(first.method, first.preset, dict(first.overrides), seed=s, **options)
             for s in seeds
         ]
         for k, method in enumerate(methods):
