@@ -35,7 +35,7 @@ from matchopt.config_fields import (
 from matchopt.data import OfflineData
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.methods.engine import KeepsSnapshots, RunContext
-from matchopt.methods.persistence import NOT_SAVED, ModelFile
+from matchopt.methods.persistence import RUN_ATTRIBUTE, ModelFile
 from matchopt.runtime import MAX_SEED, resolve_device
 from matchopt.search import ROW_STARTS
 
@@ -91,13 +91,13 @@ class Method(ModelFile, ABC):
         """How this method runs (:class:`~matchopt.methods.engine.RunContext`): a plain fit
         unless the runner or the bench set one. Setting it keeps the snapshot file only for
         methods that keep snapshots (:mod:`matchopt.methods.training`)."""
-        return self.__dict__.get(NOT_SAVED[0], PLAIN_RUN)
+        return self.__dict__.get(RUN_ATTRIBUTE, PLAIN_RUN)
 
     @run.setter
     def run(self, context: RunContext) -> None:
         if context.snapshot is not None and not isinstance(self, KeepsSnapshots):
             context = dataclasses.replace(context, snapshot=None)
-        self.__dict__[NOT_SAVED[0]] = context
+        self.__dict__[RUN_ATTRIBUTE] = context
 
     @property
     def device_(self) -> torch.device:

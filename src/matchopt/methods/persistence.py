@@ -3,8 +3,7 @@
 :class:`~matchopt.methods.base.Method` inherits it: ``save`` / ``load`` write and read model
 files (:mod:`matchopt.state`: JSON and tensors, no pickle; what is read is checked before use),
 ``get_params`` / ``set_params`` make methods work with ``sklearn.base.clone``. This module
-knows a method only by the attributes it reads, so that it imports none of
-:mod:`matchopt.methods`.
+knows a method only by the attributes it reads, so that it imports no module that imports it.
 """
 
 from __future__ import annotations
@@ -25,9 +24,12 @@ from matchopt.state_checks import check_bool, check_int, check_str, check_type
 
 #: What a method's model file holds under "kind" (:mod:`matchopt.state`).
 MODEL_KIND = "method"
+#: The instance attribute that holds a method's run context
+#: (:attr:`~matchopt.methods.base.Method.run`).
+RUN_ATTRIBUTE = "_run"
 #: Instance attributes a model file leaves out: the run context (its snapshot file and ensemble
 #: folder are places on this machine, not part of the model).
-NOT_SAVED = ("_run",)
+NOT_SAVED = (RUN_ATTRIBUTE,)
 
 M = TypeVar("M", bound="ModelFile")
 
