@@ -2,7 +2,7 @@
 
 Issue 28: BONET, MINs, COMs, DDOM and the Gaussian ensemble of GA / Ens-Mean / Ens-Min are
 small networks whose steps, on a GPU, wait on kernel launches and the host. Training the seeds
-of one cell as a batch (:meth:`matchopt.methods.Method.fit_seeds`: stacked parameters, one step
+of one cell as a batch (:func:`matchopt.methods.training.fit_seeds`: stacked parameters, one step
 for all seeds) launches one step's kernels for all of them. This prints, for each method and
 each device present (the CPU, and CUDA when there is one), measured in one run:
 
@@ -38,6 +38,7 @@ import torch
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.errors import MatchoptError
 from matchopt.methods import get_method_entry, make_method
+from matchopt.methods.training import SeedBatchable, fit_seeds
 from matchopt.runtime import set_threads
 
 ROWS, LENGTH, VOCAB = 32_898, 8, 4
@@ -104,7 +105,7 @@ def timed_fit(name: str, overrides: dict, data: OfflineData, device: str, seeds:
     if len(methods) == 1:
         methods[0].fit(data)
     else:
-        type(methods[0]).fit_seeds(methods, data)
+        fit_seeds(methods, data)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return time.perf_counter() - start
@@ -127,7 +128,7 @@ def measure(key: str, data: OfflineData, device: str, steps: int) -> dict:
         "alone_s_per_epoch": alone,
         "batched4_s_per_epoch": together,
         "ratio": len(SEEDS) * alone / together,
-        "batched": bool(entry.cls.batches_seeds),
+        "batched": issubclass(entry.cls, SeedBatchable),
         "full_epoch_steps": full_steps,
         # The paper preset's training of the 4 seeds at this rate (sampling and search left out).
         "paper_epochs": make_method(name, "paper").config_.epochs,

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from matchopt.methods import make_method
+from matchopt.methods.training import fit_seeds
 from matchopt.runtime import resolve_device
 from matchopt.tasks import load_task
 
@@ -53,7 +54,7 @@ def compare(name: str, task: str, device: str) -> list[dict]:
     data = load_task(task).offline
     alone = [make_method(name, "quick", seed=s, device=device).fit(data) for s in SEEDS]
     fresh = [make_method(name, "quick", seed=s, device=device) for s in SEEDS]
-    batch = type(fresh[0]).fit_seeds(fresh, data)
+    batch = fit_seeds(fresh, data)
     rows = []
     for one, batched in zip(alone, batch):
         mine, theirs = flat(one, NETWORKS[name]), flat(batched, NETWORKS[name])

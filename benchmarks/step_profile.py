@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_bound import METHODS, SEEDS, epoch_slice, rows_of, tfbind8_rows  # noqa: E402
 
 from matchopt.methods import make_method  # noqa: E402
+from matchopt.methods.training import fit_seeds  # noqa: E402
 
 #: The operator under ``.item()`` and ``float(tensor)``: on a GPU the host waits there for the
 #: device to finish and hand the value over.
@@ -51,7 +52,7 @@ def profiled_fit(key: str, data, device: str, steps: int, seeds: tuple) -> dict:
                 if len(methods) == 1:
                     methods[0].fit(subset)
                 else:
-                    type(methods[0]).fit_seeds(methods, subset)
+                    fit_seeds(methods, subset)
                 if device == "cuda":
                     torch.cuda.synchronize()
             wall = time.perf_counter() - start

@@ -15,7 +15,8 @@ from matchopt.config_fields import count
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.methods import METHODS, RunContext
 from matchopt.methods.base import Method, MethodEntry
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.training import Resumable
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.tasks import TASKS
 from matchopt.tasks.base import Task
 
@@ -65,17 +66,21 @@ class FakeMethod(Method):
     @fit_all_or_nothing
     def fit(self, data: OfflineData) -> FakeMethod:
         type(self).fits += 1
-        type(self).contexts.append(self.context)
+        type(self).contexts.append(self.run)
         self.data_ = data
         return self
 
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
-        self._check_fitted()
+        check_fitted(self)
         order = np.argsort(-self.data_.y)
         best = self.data_.x[order[np.arange(n) % len(order)]]  # the best rows, round after round
         jitter = np.random.default_rng(self.seed).normal(0, 1e-3, best.shape)
         return (best * (1 - self.config_.step) + jitter).astype(np.float32)
+
+
+class ResumableFake(FakeMethod, Resumable):
+    """The fake method, keeping training snapshots (it writes none)."""
 
 
 def install_fakes(monkeypatch) -> tuple[type[FakeTask], type[FakeMethod]]:

@@ -19,7 +19,7 @@ import torch
 import matchopt.checkpoints as checkpoints
 import matchopt.methods.matchopt as matchopt_module
 from matchopt.checkpoints import TrainingCheckpoint, run_key
-from matchopt.methods import make_method
+from matchopt.methods import RunContext, make_method
 from matchopt.records import read_record
 from matchopt.tasks import load_task
 
@@ -81,14 +81,16 @@ def test_a_snapshot_of_another_run_is_ignored(tmp_path):
     data = load_task("potts").offline
     snapshot = tmp_path / "snapshot.pt"
     method = make_method("matchopt", "quick", {"epochs": 3}, seed=0).resume_from(snapshot, 0)
-    method.context.snapshot.bind("another run")
-    method.context.snapshot.save("main", {"epoch": 2})
+    method.run.snapshot.bind("another run")
+    method.run.snapshot.save("main", {"epoch": 2})
     fitted = make_method("matchopt", "quick", {"epochs": 3}, seed=0).resume_from(snapshot, 0)
     reference = make_method("matchopt", "quick", {"epochs": 3}, seed=0).fit(data)
     np.testing.assert_array_equal(fitted.fit(data).propose(8), reference.propose(8))
-    # Methods without snapshots ignore the request (GA keeps it: its seed batches resume).
-    assert make_method("random", "quick").resume_from(snapshot).context.snapshot is None
-    assert make_method("ga", "quick").resume_from(snapshot).context.snapshot is not None
+    # Methods without snapshots are given none (GA keeps it: its seed batches resume).
+    random_designs, ga = make_method("random", "quick"), make_method("ga", "quick")
+    random_designs.run = ga.run = RunContext.of(snapshot)
+    assert random_designs.run.snapshot is None and ga.run.snapshot is not None
+    assert not hasattr(random_designs, "resume_from") and not hasattr(ga, "resume_from")
 
 
 def test_a_snapshot_holds_tensors_of_no_device_and_resumes_on_the_cpu(tmp_path, monkeypatch):
@@ -101,7 +103,7 @@ def test_a_snapshot_holds_tensors_of_no_device_and_resumes_on_the_cpu(tmp_path, 
     assert snapshot.read_bytes()[:4] != b"PK\x03\x04"  # not a torch.save archive
     monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load was called"))
     resumed = make_method("matchopt", "validated-quick", SETTINGS, seed=1)
-    checkpoint = resumed.resume_from(snapshot, every=0).context.snapshot
+    checkpoint = resumed.resume_from(snapshot, every=0).run.snapshot
     checkpoint.bind(run_key("MatchOpt", resumed.config_, resumed.seed, data.x, data.y))
     saved = checkpoint.load("main")
     assert saved is not None and int(saved["epoch"]) > 2  # read, not skipped as foreign
@@ -575,7 +577,7 @@ def test_a_crafted_snapshot_is_ignored_with_a_warning_and_training_starts_from_s
         f"matchopt: warning: {snapshot}: {problem}; training starts from scratch"
     ]
     assert starts == [0]
-    assert method.resumed_seconds() == 0
+    assert method.run.resumed_seconds == 0
     assert method.losses_ == reference.losses_
     assert method.fit_report()["validation"] == reference.fit_report()["validation"]
     assert method.selected_epoch_ == reference.selected_epoch_

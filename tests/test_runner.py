@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from fakes import FakeMethod, install_fakes
+from fakes import FakeMethod, ResumableFake, install_fakes
 
 from matchopt.bench import Grid, run_grid
-from matchopt.methods import RunContext
+from matchopt.methods import METHODS, RunContext
+from matchopt.methods.base import MethodEntry
 from matchopt.runner import RunSpec, SeedBatchPlan, run, run_batch
 
 
@@ -42,7 +43,7 @@ def test_a_run_hands_its_context_to_the_method_and_nothing_else(fakes, tmp_path,
     seen = method.contexts[-1]
     assert seen.ensemble_folder == tmp_path / "ensembles" and seen.seed_batch == (0, 1)
     assert seen.snapshot is None  # a method that keeps no snapshots is given no file
-    monkeypatch.setattr(FakeMethod, "resumable", True)
+    monkeypatch.setitem(METHODS, "fake", MethodEntry(ResumableFake, "resumable fake (tests)"))
     run("fake-quadratic", "fake", seed=0, preset="quick", n_designs=4, context=context)
     assert method.contexts[-1].snapshot.path == tmp_path / "snap.pt"
     # A grid gives each cell its own snapshot file, under the results folder.

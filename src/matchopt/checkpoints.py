@@ -1,8 +1,9 @@
 """Training snapshots, so that a long run killed in the middle continues where it stopped.
 
-A method that supports them (``Method.resumable``) saves, every ``every`` seconds at the end of
-an epoch, everything its training loop needs to go on: parameters, optimizer state, the state
-of its random generators, the epoch, and what it has measured so far. The file is a matchopt
+A method that supports them (:class:`~matchopt.methods.training.Resumable`) saves, every
+``every`` seconds at the end of an epoch, everything its training loop needs to go on:
+parameters, optimizer state, the state of its random generators, the epoch, and what it has
+measured so far. The file is a matchopt
 state file (:mod:`matchopt.state`: safetensors, tensors and plain data behind a JSON header, read
 with no pickle), written atomically (a temporary file, then a rename) below the results folder
 without following a link (:mod:`matchopt.safe_paths`). A rerun of the same command finds
@@ -18,8 +19,8 @@ killed after its training, while it searches or is scored, takes its trained mod
 instead of training again. ``matchopt run`` and ``bench`` remove the snapshot once the run's
 record is written (:func:`matchopt.bench.cells.save_record`): a record that cannot be written
 (a full disk) leaves the snapshot, and the rerun takes the trained model from it; a caller of
-:meth:`~matchopt.methods.Method.resume_from` removes it when its results are stored (a fit from
-a finished snapshot trains nothing and gives the same model).
+:meth:`~matchopt.methods.training.Resumable.resume_from` removes it when its results are stored
+(a fit from a finished snapshot trains nothing and gives the same model).
 
 A snapshot is checked whole before anything is restored from it (:meth:`LoopSnapshots.start`): its
 content must hash to the digest written with it (:func:`content_digest`: parts changed or mixed
@@ -671,11 +672,11 @@ class LoopSnapshots:
     """Snapshots of one training loop: its parts (modules, optimizers, generators) restored at
     the start and saved at the end of an epoch when due, and at the end of the last.
 
-    Usage in a method's ``fit`` (:meth:`~matchopt.methods.engine.RunSupport.snapshots` makes
+    Usage in a method's training (:meth:`~matchopt.methods.engine.TrainingRun.snapshots` makes
     them from the method's run context; ``parts`` by name; extra values such as losses go
     along)::
 
-        snapshots = self.snapshots(data, model=net, optimizer=opt, noise=generator)
+        snapshots = run.snapshots(data, model=net, optimizer=opt, noise=generator)
         start = snapshots.start(losses, epochs)  # 0, or the epoch a killed run had reached
         for epoch in range(start, epochs):
             ...

@@ -18,6 +18,7 @@ from matchopt._version import __version__, source_commit
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import lab_view, percentile
 from matchopt.methods import Method, RunContext, make_method
+from matchopt.methods.training import fit_seeds
 from matchopt.records import RunRecord, check_record
 from matchopt.runtime import limit_threads, resolve_device
 from matchopt.tasks import Task, load_task
@@ -57,7 +58,7 @@ class RunSpec:
 @dataclass(frozen=True)
 class SeedBatchPlan:
     """The seeds whose training is one batched loop in :func:`run_batch`
-    (:meth:`~matchopt.methods.Method.fit_seeds`): the first run's method, preset and overrides
+    (:func:`~matchopt.methods.training.fit_seeds`): the first run's method, preset and overrides
     for each of ``seeds``, within ``context`` (its snapshot file is the batch's one; its
     ensemble folder keeps the trained ensembles for the batch's other runs)."""
 
@@ -143,7 +144,7 @@ def run_batch(
     folder of Gaussian ensembles (in their contexts), a batch of seeds.
 
     With ``batch``, the first run's method trains for every seed of the batch at once first
-    (:meth:`~matchopt.methods.Method.fit_seeds`, within the batch's context); the runs of that
+    (:func:`~matchopt.methods.training.fit_seeds`, within the batch's context); the runs of that
     method and one of those seeds then search with the model trained there (each in its own
     context from then on), the others fit on their own. A failure of the batch's training (or
     of loading the task) raises.
@@ -184,17 +185,27 @@ def _run_alone(
     started = time.perf_counter()
     solver = spec.make(progress, device)
     if spec.context is not None:
-        solver.in_context(spec.context)
+        solver.run = spec.context
     start = time.perf_counter()
     solver.fit(task_obj.offline)
     fit_seconds = time.perf_counter() - start
     # A run resumed from a snapshot counts the training of its earlier sittings too.
-    earlier = solver.resumed_seconds()
+    earlier = resumed_seconds(solver)
     extra = {**extra, **({"resumed": {"earlier_seconds": earlier}} if earlier > 0 else {})}
     whole = _Stopwatch(started, earlier)
     return _propose_and_score(
         task_obj, solver, spec, n_designs, fit_seconds + earlier, whole, extra
     )
+
+
+def resumed_seconds(solver: Method) -> float:
+    """Seconds a fitted method trained in earlier sittings: those of the snapshot it continued
+    a killed run from (:attr:`~matchopt.methods.engine.RunContext.resumed_seconds`), and those
+    of the members of a shared ensemble that an earlier sitting left in the ensemble cache (its
+    ``fit_report``'s ``shared_ensemble``). 0 for a fit in one sitting. Run records add them to
+    ``fit_seconds``, so that a resumed run reports the time of its whole training."""
+    shared = solver.fit_report().get("shared_ensemble") or {}
+    return solver.run.resumed_seconds + float(shared.get("earlier_seconds", 0.0))
 
 
 @dataclass
@@ -223,16 +234,13 @@ class _Trained:
         if batch is None or not runs:
             return cls()
         first = runs[0]
-        solvers = [
-            replace(first, seed=seed)
-            .make(progress, device)
-            .in_context(batch.context if k == 0 else replace(batch.context, snapshot=None))
-            for k, seed in enumerate(batch.seeds)
-        ]
+        solvers = [replace(first, seed=seed).make(progress, device) for seed in batch.seeds]
+        for k, solver in enumerate(solvers):  # the batch's one snapshot file is the first's
+            solver.run = batch.context if k == 0 else replace(batch.context, snapshot=None)
         with limit_threads(threads):
             start = time.perf_counter()
-            type(solvers[0]).fit_seeds(solvers, task_obj.offline)
-            earlier = solvers[0].resumed_seconds()  # the batch's earlier sittings
+            fit_seeds(solvers, task_obj.offline)
+            earlier = resumed_seconds(solvers[0])  # the batch's earlier sittings
             seconds = time.perf_counter() - start + earlier
         by_seed = dict(zip(batch.seeds, solvers))
         mine = {
@@ -242,7 +250,7 @@ class _Trained:
         }
         for index, solver in mine.items():
             if runs[index].context is not None:  # its search runs in its own context
-                solver.in_context(runs[index].context)
+                solver.run = runs[index].context
         extra = {"seed_batch": {"seeds": list(batch.seeds), "fit_seconds": seconds}}
         return cls(mine, seconds, earlier, extra, seconds / len(batch.seeds))
 

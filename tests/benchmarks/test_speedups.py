@@ -117,11 +117,11 @@ def test_an_all_zero_batch_still_takes_an_adam_step(regression_data):
 
 
 def _designs(method: str, task, seed: int = 0, cache=None) -> tuple[np.ndarray, dict]:
-    from matchopt.methods import make_method
+    from matchopt.methods import RunContext, make_method
 
     solver = make_method(method, "quick", seed=seed)
     if cache is not None:
-        solver.share_ensembles(cache)
+        solver.run = RunContext.of(ensemble_folder=cache)
     solver.fit(task.offline)
     return solver.propose(16), solver.fit_report()
 
@@ -178,7 +178,7 @@ def test_a_smaller_ensemble_first_is_replaced_by_the_larger_one(tmp_path, wide_m
 
 
 def test_another_seed_or_setting_is_not_taken_from_the_cache(tmp_path):
-    from matchopt.methods import make_method
+    from matchopt.methods import RunContext, make_method
     from matchopt.tasks import load_task
 
     task = load_task("potts")
@@ -186,7 +186,8 @@ def test_another_seed_or_setting_is_not_taken_from_the_cache(tmp_path):
     assert not _designs("ens-mean", task, seed=1, cache=tmp_path)[1]["shared_ensemble"][
         "from_cache"
     ]
-    solver = make_method("ga", "quick", {"epochs": "4"}).share_ensembles(tmp_path)
+    solver = make_method("ga", "quick", {"epochs": "4"})
+    solver.run = RunContext.of(ensemble_folder=tmp_path)
     assert not solver.fit(task.offline).fit_report()["shared_ensemble"]["from_cache"]
 
 

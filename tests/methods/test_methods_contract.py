@@ -171,3 +171,50 @@ def test_an_oracle_that_returns_nan_fails_the_run_without_a_record():
 
     with pytest.raises(MatchoptError, match="scored design 3 of random as nan; no record"):
         run(BrokenOracle(), "random", preset="quick")
+
+
+#: The modules of the method contract: what a method inherits from them is what a person must
+#: know to write one.
+CONTRACT_MODULES = {
+    f"matchopt.methods.{name}"
+    for name in ("base", "engine", "persistence", "wrappers", "seed_batch", "training")
+}
+#: Most public or protected names a method may inherit from the contract.
+MAX_INHERITED_NAMES = 15
+
+
+def _names_defined(cls: type) -> set[str]:
+    """Names ``cls`` itself defines (attributes and annotations), dunder names left out."""
+    names = set(vars(cls)) | set(vars(cls).get("__annotations__", {}))
+    return {name for name in names if not name.startswith("__")}
+
+
+def inherited_contract_names(cls: type) -> set[str]:
+    """Names the classes of the contract modules in ``cls``'s bases define, less those that
+    the classes of ``cls``'s own module (its file) define."""
+    own = set().union(*(_names_defined(c) for c in cls.__mro__ if c.__module__ == cls.__module__))
+    contract = set().union(
+        *(_names_defined(c) for c in cls.__mro__ if c.__module__ in CONTRACT_MODULES)
+    )
+    return contract - own
+
+
+@pytest.mark.parametrize("method_name", list(METHODS))
+def test_a_method_inherits_few_names_from_the_contract(method_name):
+    names = inherited_contract_names(METHODS[method_name].cls)
+    assert len(names) <= MAX_INHERITED_NAMES, sorted(names)
+
+
+def test_the_inherited_name_count_sees_a_growing_base(monkeypatch):
+    from matchopt.methods.base import Method
+    from matchopt.methods.random_designs import RandomDesigns
+
+    before = inherited_contract_names(RandomDesigns)
+    assert {"config_", "save", "get_params", "run"} <= before and "fit" not in before
+    monkeypatch.setattr(Method, "_helper", lambda self: None, raising=False)
+    assert inherited_contract_names(RandomDesigns) == before | {"_helper"}
+    # Every module of the contract exists (a renamed one would silently count nothing).
+    import importlib
+
+    for module in CONTRACT_MODULES:
+        importlib.import_module(module)

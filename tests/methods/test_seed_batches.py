@@ -24,9 +24,9 @@ import matchopt.methods.mins as mins_module
 import matchopt.models.gaussian as gaussian_module
 from matchopt.bench.grid import Grid, plan_jobs, run_grid
 from matchopt.errors import MatchoptError
-from matchopt.methods import make_method
-from matchopt.methods.ddom import Ddom, ScoreNet
-from matchopt.methods.random_designs import RandomDesigns
+from matchopt.methods import RunContext, make_method
+from matchopt.methods.ddom import ScoreNet
+from matchopt.methods.training import fit_seeds
 from matchopt.models.stacked import SeedStack
 from matchopt.tasks import load_task
 
@@ -96,7 +96,7 @@ def test_batched_seeds_train_as_their_runs_alone(task, name, network, module, ho
     data = load_task(task).offline
     seeds = (0, 1, 2)
     alone = [make_method(name, "quick", {}, seed=s).fit(data) for s in seeds]
-    batch = type(alone[0]).fit_seeds([make_method(name, "quick", {}, seed=s) for s in seeds], data)
+    batch = fit_seeds([make_method(name, "quick", {}, seed=s) for s in seeds], data)
     for one, batched in zip(alone, batch):
         mine, theirs = _flat(getattr(one, network)), _flat(getattr(batched, network))
         assert (mine - theirs).abs().max() <= TRAINING_ROUNDOFF * mine.abs().max()
@@ -132,9 +132,7 @@ def test_batched_wide_ensembles_equal_members_trained_one_after_another(monkeypa
     monkeypatch.setattr(gaussian_module, "fit_members", counted)
     alone = [make_method("ens-mean", "quick", {}, seed=s).fit(data) for s in (3, 4)]
     assert len(calls) == 2 * 5  # each member of each seed in turn
-    batch = type(alone[0]).fit_seeds(
-        [make_method("ens-mean", "quick", {}, seed=s) for s in (3, 4)], data
-    )
+    batch = fit_seeds([make_method("ens-mean", "quick", {}, seed=s) for s in (3, 4)], data)
     assert len(calls) == 10  # the batch trains in lockstep
     for one, batched in zip(alone, batch):
         mine, theirs = _flat(one.ensemble_), _flat(batched.ensemble_)
@@ -217,8 +215,8 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
     def batch(snapshot=None):
         methods = [make_method(name, "quick", settings, seed=s) for s in (2, 5)]
         if snapshot is not None:
-            methods[0].resume_from(snapshot, every=0)
-        return type(methods[0]).fit_seeds(methods, data)
+            methods[0].run = RunContext.of(snapshot, every=0)
+        return fit_seeds(methods, data)
 
     reference = batch()
     real, calls = getattr(module, hook), []
@@ -248,7 +246,8 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
         if name == "coms":
             assert again.alpha_ == one.alpha_
     # A snapshot of one seed's run is not the batch's (and the reverse): nothing resumes.
-    single = make_method(name, "quick", settings, seed=2).resume_from(snapshot, every=0)
+    single = make_method(name, "quick", settings, seed=2)
+    single.run = RunContext.of(snapshot, every=0)
     counted.clear()
     single.fit(data)
     assert len(counted) == 6 * steps_per_epoch
@@ -257,17 +256,17 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
 def test_fit_seeds_refuses_mixed_batches_and_fits_other_methods_one_by_one():
     data = load_task("potts").offline
     with pytest.raises(MatchoptError, match="repeated seeds"):
-        Ddom.fit_seeds([make_method("ddom", "quick", {}, seed=1)] * 2, data)
+        fit_seeds([make_method("ddom", "quick", {}, seed=1)] * 2, data)
     with pytest.raises(MatchoptError, match="one config"):
-        Ddom.fit_seeds(
+        fit_seeds(
             [make_method("ddom", "quick", {}, seed=0), make_method("ddom", "paper", {}, seed=1)],
             data,
         )
-    with pytest.raises(MatchoptError, match="got a RandomDesigns"):
-        Ddom.fit_seeds([make_method("random", "quick", {}, seed=0)], data)
-    fitted = RandomDesigns.fit_seeds(
-        [make_method("random", "quick", {}, seed=s) for s in (0, 1)], data
-    )
+    with pytest.raises(MatchoptError, match="got a RandomDesigns beside a Ddom"):
+        fit_seeds([make_method("ddom", "quick", {}, seed=0), make_method("random", "quick")], data)
+    with pytest.raises(MatchoptError, match="at least one method"):
+        fit_seeds([], data)
+    fitted = fit_seeds([make_method("random", "quick", {}, seed=s) for s in (0, 1)], data)
     for method in fitted:
         np.testing.assert_array_equal(
             method.propose(8),

@@ -30,6 +30,7 @@ from matchopt.io import FileLocked, check_output_folder, file_lock
 from matchopt.methods import get_method_entry
 from matchopt.methods.base import build_config
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
+from matchopt.methods.training import SeedBatchable
 from matchopt.models.ensemble_cache import remove_cache_temporaries, training_fields
 from matchopt.models.gaussian import trains_grouped
 from matchopt.names import BACKENDS
@@ -189,7 +190,7 @@ def plan_jobs(cells: list[Cell], out: Path, batch_seeds: bool = False) -> list[J
     """Group the cells that fit the same Gaussian ensemble (same task, seed and training fields,
     e.g. GA, Ens-Mean and Ens-Min) into one job, largest ensemble first; with ``batch_seeds``,
     the seeds of one task, method, preset and overrides whose method trains seeds as a batch
-    (``batches_seeds``) into one seed batch, and the cells of every seed that fit the same
+    (``SeedBatchable``) into one seed batch, and the cells of every seed that fit the same
     Gaussian ensemble into one seed batch sharing the ensembles it trains; every other cell is a
     job of its own. Order otherwise follows ``cells``."""
     groups: dict[str, list[tuple[int, Cell]]] = {}
@@ -212,7 +213,7 @@ def plan_jobs(cells: list[Cell], out: Path, batch_seeds: bool = False) -> list[J
             sharing.add(name)
             if batch_seeds:
                 batched.add(name)
-        elif batch_seeds and entry.cls.batches_seeds:
+        elif batch_seeds and issubclass(entry.cls, SeedBatchable):
             name = json.dumps(["seeds", cell.task, cell.method, cell.preset, cell.overrides])
             batched.add(name)
         if name not in groups:

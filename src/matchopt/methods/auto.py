@@ -43,6 +43,7 @@ reads an oracle.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,11 +53,11 @@ import numpy as np
 from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.data import OfflineData, design_groups
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import MIN_ROWS, Method, build_config
+from matchopt.methods.base import MIN_ROWS, Method, build_config, has_surrogate
 from matchopt.methods.cma_es import CmaEs
 from matchopt.methods.engine import RunContext
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.search import box_widths, scaled_distances
 from matchopt.state_checks import check_int, check_number, check_str, check_type, is_number
 
@@ -138,7 +139,6 @@ class AutoChoice(Method):
 
     config_class = AutoConfig
     presets = {"paper": {}, "quick": QUICK}
-    has_surrogate = True
 
     def pool_names(self) -> list[str]:
         """The pool's method names, checked against the registry of single methods."""
@@ -155,12 +155,17 @@ class AutoChoice(Method):
             raise MatchoptError(f"pool names a method twice: {self.config_.pool}")
         return names
 
-    def _member(self, name: str) -> Method:
+    def _member(self, name: str, folder: str | os.PathLike | None = None) -> Method:
+        """Pool member ``name``, built with the member preset; with ``folder``, its Gaussian
+        ensembles shared through there."""
         entry = get_entry(name, SINGLE_METHODS)
-        return build_method(
+        member = build_method(
             entry, self.config_.member_preset, seed=self.seed, progress=self.progress,
             device=self.device,
         )  # fmt: skip
+        if folder is not None:
+            member.run = RunContext.of(ensemble_folder=folder)
+        return member
 
     def _left_out(self, name: str, data: OfflineData) -> str | None:
         """Why member ``name`` cannot run on ``data`` (None: it can)."""
@@ -188,10 +193,10 @@ class AutoChoice(Method):
         lower = self._lower_rows(data, held)
         with tempfile.TemporaryDirectory(prefix="matchopt-auto-") as shared:
             # One ensemble for the members that share one.
-            folder = self.context.ensemble_folder or shared
+            folder = self.run.ensemble_folder or shared
             judged = {}
             for name in names:
-                member = self._member(name).share_ensembles(folder)
+                member = self._member(name, folder)
                 if lower is not None:
                     member.fit(lower)
                     judged[name] = member.propose_up_to(
@@ -199,8 +204,8 @@ class AutoChoice(Method):
                     )
             self.members_ = {}
             for name in names:
-                self.members_[name] = self._member(name).share_ensembles(folder).fit(data)
-                self.members_[name].in_context(RunContext())  # the folder is gone after fit
+                self.members_[name] = self._member(name, folder).fit(data)
+                self.members_[name].run = RunContext()  # the folder is gone after fit
         self.data_ = data
         self._fit_judge(data)
         reach = self.judge(top) if judged else None
@@ -246,7 +251,7 @@ class AutoChoice(Method):
         """Judge scores (n,) of designs: the full-data surrogates' standardized mean minus
         ``pessimism`` times their spread; token designs with an unseen pair of neighbours get
         the table's minimum (module notes, 4)."""
-        self._check_fitted()
+        check_fitted(self)
         designs = self.data_.space.validate(designs)
         predictions = np.stack(
             [
@@ -269,7 +274,7 @@ class AutoChoice(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs of the chosen member, ranked by the judge, none near another."""
-        self._check_fitted()
+        check_fitted(self)
         chosen = self.members_[self.choice_]
         cap = chosen.proposal_cap(len(self.data_))
         candidates = chosen.propose_up_to(2 * n if cap is None else max(n, min(2 * n, cap)))
@@ -304,8 +309,11 @@ class AutoChoice(Method):
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """The chosen member's surrogate (n,), in the units of the offline y."""
-        self._check_fitted()
-        return self.members_[self.choice_].predict(designs)
+        check_fitted(self)
+        chosen = self.members_[self.choice_]
+        if not has_surrogate(chosen):
+            raise MatchoptError(f"{type(chosen).__name__} has no surrogate to predict with")
+        return chosen.predict(designs)
 
     def proposal_cap(self, n_rows: int) -> int | None:
         """The chosen member's (every member's, before a fit)."""
@@ -359,7 +367,7 @@ class AutoChoice(Method):
     def fit_report(self) -> dict[str, Any]:
         """The choice, every member's protocol score and what it measures, the split's design
         counts, and the members left out."""
-        self._check_fitted()
+        check_fitted(self)
         return {
             "choice": self.choice_,
             "protocol": dict(self.protocol_),

@@ -9,6 +9,13 @@ proposes ``n`` designs in the data's own format::
 
 Presets are named sets of config overrides: ``paper`` (the published configuration, the
 dataclass defaults) and ``quick`` (a tiny configuration for smoke tests).
+
+A new method is one file: its config dataclass and a subclass of :class:`Method` with ``fit``
+and ``propose`` (and ``predict`` where it has a surrogate). Methods that resume killed runs or
+train seeds as a batch list the mixins of :mod:`matchopt.methods.training` in their bases.
+Helpers a method's code calls are functions, not inherited names: :func:`search_rng`,
+:func:`search_starts`, :func:`has_surrogate` and
+:func:`~matchopt.methods.wrappers.check_fitted`.
 """
 
 from __future__ import annotations
@@ -27,8 +34,8 @@ from matchopt.config_fields import (
 )
 from matchopt.data import OfflineData
 from matchopt.errors import ConfigError, MatchoptError
-from matchopt.methods.engine import RunSupport
-from matchopt.methods.persistence import ModelFile
+from matchopt.methods.engine import KeepsSnapshots, RunContext
+from matchopt.methods.persistence import RUN_ATTRIBUTE, ModelFile
 from matchopt.runtime import MAX_SEED, resolve_device
 from matchopt.search import ROW_STARTS
 
@@ -40,7 +47,11 @@ if TYPE_CHECKING:
 MIN_ROWS = 2
 
 
-class Method(ModelFile, RunSupport, ABC):
+#: The run of a method that was given none: a plain fit.
+PLAIN_RUN = RunContext()
+
+
+class Method(ModelFile, ABC):
     """Base class of all methods (scikit-learn style: fit returns self, learned state ends in _).
 
     Args:
@@ -53,8 +64,6 @@ class Method(ModelFile, RunSupport, ABC):
     config_class: ClassVar[type]
     #: Preset name -> overrides of the config defaults.
     presets: ClassVar[dict[str, dict[str, Any]]]
-    #: The method fits a surrogate that :meth:`predict` evaluates (callers may rank with it).
-    has_surrogate: ClassVar[bool] = False
     #: ``propose(k)`` is the first k designs of ``propose(m)`` for k <= m, best first, so one
     #: call of :meth:`propose_up_to` serves callers that want both (BO-qEI: one BO run).
     ranked_proposals: ClassVar[bool] = False
@@ -76,6 +85,19 @@ class Method(ModelFile, RunSupport, ABC):
         self.seed = seed
         self.progress = progress
         self.device = device
+
+    @property
+    def run(self) -> RunContext:
+        """How this method runs (:class:`~matchopt.methods.engine.RunContext`): a plain fit
+        unless the runner or the bench set one. Setting it keeps the snapshot file only for
+        methods that keep snapshots (:mod:`matchopt.methods.training`)."""
+        return self.__dict__.get(RUN_ATTRIBUTE, PLAIN_RUN)
+
+    @run.setter
+    def run(self, context: RunContext) -> None:
+        if context.snapshot is not None and not isinstance(self, KeepsSnapshots):
+            context = dataclasses.replace(context, snapshot=None)
+        self.__dict__[RUN_ATTRIBUTE] = context
 
     @property
     def device_(self) -> torch.device:
@@ -100,10 +122,6 @@ class Method(ModelFile, RunSupport, ABC):
     @abstractmethod
     def propose(self, n: int = 128) -> np.ndarray:
         """Return ``n`` designs (n x shape) in the data's own format (tokens or floats)."""
-
-    def predict(self, designs: np.ndarray) -> np.ndarray:
-        """Surrogate predictions (n,) in the units of the offline y (``has_surrogate`` only)."""
-        raise MatchoptError(f"{type(self).__name__} has no surrogate to predict with")
 
     def propose_up_to(self, n: int) -> np.ndarray:
         """At most ``n`` designs: :meth:`propose`, or fewer where the method stops early."""
@@ -133,29 +151,34 @@ class Method(ModelFile, RunSupport, ABC):
         """
         return {}
 
-    def _search_rng(self) -> np.random.Generator:
-        """The generator of ``propose``'s draws: stream ``[seed, 1]``, apart from ``fit``'s, so
-        that proposing never shifts what a refit draws (and the reverse)."""
-        return np.random.default_rng([self.seed, 1])
 
-    def _search_starts(
-        self, n: int, how: str, rng: np.random.Generator | None = None
-    ) -> np.ndarray:
-        """``n`` starting points (n x d normalized features) of a search from the offline rows:
-        :func:`~matchopt.search.starting_points` with ``how`` (topk, random, gaussian).
+def has_surrogate(method: Method | type[Method]) -> bool:
+    """Whether ``method`` fits a surrogate that its ``predict`` evaluates (predictions (n,) in
+    the units of the offline y; callers may rank designs with it)."""
+    return callable(getattr(method, "predict", None))
 
-        ``rng`` defaults to a fresh :meth:`_search_rng`; pass one to keep drawing from it after
-        the starts (CMA-ES seeds its runs that way). Needs ``encoder_`` and ``data_``.
-        """
-        from matchopt.search import starting_points
 
-        features = self.encoder_.encode_x(self.data_.x)
-        rng = self._search_rng() if rng is None else rng
-        return starting_points(features, self.data_.y, n, how, rng)
+def search_rng(method: Method) -> np.random.Generator:
+    """The generator of ``propose``'s draws: stream ``[seed, 1]``, apart from ``fit``'s, so
+    that proposing never shifts what a refit draws (and the reverse)."""
+    return np.random.default_rng([method.seed, 1])
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "data_"):
-            raise MatchoptError(f"{type(self).__name__} must be fitted before propose()")
+
+def search_starts(
+    method: Method, n: int, how: str, rng: np.random.Generator | None = None
+) -> np.ndarray:
+    """``n`` starting points (n x d normalized features) of a search from the offline rows of a
+    fitted method: :func:`~matchopt.search.starting_points` with ``how`` (topk, random,
+    gaussian).
+
+    ``rng`` defaults to a fresh :func:`search_rng`; pass one to keep drawing from it after the
+    starts (CMA-ES seeds its runs that way). Needs ``encoder_`` and ``data_``.
+    """
+    from matchopt.search import starting_points
+
+    features = method.encoder_.encode_x(method.data_.x)
+    rng = search_rng(method) if rng is None else rng
+    return starting_points(features, method.data_.y, n, how, rng)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -55,8 +55,8 @@ from matchopt.config_fields import by_design_type, count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.base import Method, search_starts
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.models.ntk import ntk_regression_coefficients, relu_ntk, relu_ntk_diag
 from matchopt.search import gradient_ascent, search_start
 
@@ -206,7 +206,6 @@ class BDI(Method):
         weights_: backward weights w (N,).
     """
 
-    has_surrogate = True
     config_class = BDIConfig
     presets = {"paper": {}, "quick": QUICK}
 
@@ -248,9 +247,9 @@ class BDI(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: Adam on the bidirectional loss from ``config.init`` starts."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
-        starts = torch.from_numpy(self._search_starts(n, config.init))
+        starts = torch.from_numpy(search_starts(self, n, config.init))
         starts = starts.to(self.kernel_x_.device)
         bar = tqdm(
             total=config.search_steps,
@@ -277,7 +276,7 @@ class BDI(Method):
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """Forward NTK-regression predictions (n,) of designs, in the units of the offline y."""
-        self._check_fitted()
+        check_fitted(self)
         designs = self.data_.space.validate(designs)
         features = torch.from_numpy(self.encoder_.encode_x(designs)).double()
         features = features.to(self.kernel_x_.device)

@@ -43,8 +43,9 @@ import torch
 from tqdm.auto import tqdm
 
 from matchopt.errors import MatchoptError
+from matchopt.methods.base import search_rng
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
-from matchopt.methods.wrappers import in_default_threads
+from matchopt.methods.wrappers import check_fitted, in_default_threads
 from matchopt.models import EnsembleConfig
 from matchopt.runtime import seeded_torch_rng
 
@@ -205,7 +206,7 @@ class BoQei(EnsembleSurrogateMethod):
         from botorch.exceptions.warnings import NumericsWarning
         from linear_operator.utils.errors import NotPSDError
 
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
         features = self.encoder_.encode_x(self.data_.x)
         scores = self.encoder_.encode_y(self.data_.y)
@@ -213,7 +214,7 @@ class BoQei(EnsembleSurrogateMethod):
         train_x = torch.from_numpy(features[top]).double()
         train_y = torch.from_numpy(scores[top]).double()
         bounds = torch.from_numpy(np.stack([features.min(0), features.max(0)])).double()
-        rng = self._search_rng()
+        rng = search_rng(self)
         generator = torch.Generator().manual_seed(int(rng.integers(2**31)))
         model, rounds, stopped = None, 0, None
         with seeded_torch_rng(int(rng.integers(2**31))), warnings.catch_warnings():

@@ -51,8 +51,8 @@ Deviations from the authors' code:
 * the layers are those of ``torch.nn.TransformerEncoderLayer`` (pre-LayerNorm, GELU,
   feed-forward 4 x 128; dropout also inside the feed-forward block) instead of minGPT's blocks,
   written out with the seed dimension first (:class:`CausalBlock`): seeds then train as one
-  batch (:meth:`Method.fit_seeds`), each seed's initial weights and dropout masks
-  drawn from its own generators, so that a batched seed trains as its run alone.
+  batch (:func:`~matchopt.methods.training.fit_seeds`), each seed's initial weights and dropout
+  masks drawn from its own generators, so that a batched seed trains as its run alone.
 * the trajectory-level position ("timestep") embedding is indexed by the first step of the
   window both in training and in rollouts; the authors' rollout indexes it by the current step,
   which reaches indices that training never updates.
@@ -73,7 +73,6 @@ import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -83,14 +82,11 @@ from matchopt.config_fields import count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import (
-    SeedBatch,
-    end_seed_epoch,
-    epoch_bar,
-    seed_losses_check,
-)
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.base import search_rng
+from matchopt.methods.engine import TrainingRun
+from matchopt.methods.seed_batch import end_seed_epoch, seed_loop
+from matchopt.methods.training import Resumable, SeedBatchable
+from matchopt.methods.wrappers import check_fitted, in_default_threads
 from matchopt.models import LossTotal, adam
 from matchopt.models.stacked import (
     SeedDropout,
@@ -536,7 +532,7 @@ def rollout(
 # --- 6. The method -------------------------------------------------------------------------------
 
 
-class BONET(Method):
+class BONET(Resumable, SeedBatchable):
     """BONET (Mashkaria et al., ICML 2023): roll out a transformer trained on sorted trajectories.
 
     Args:
@@ -553,8 +549,6 @@ class BONET(Method):
     """
 
     config_class = BONETConfig
-    resumable = True
-    batches_seeds = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _validate(self, n_rows: int) -> None:
@@ -568,22 +562,9 @@ class BONET(Method):
         if n_rows < 2:
             raise MatchoptError("BONET needs at least two offline designs")
 
-    @fit_all_or_nothing
-    def fit(self, data: OfflineData) -> BONET:
-        self._train([self], data, self)
-        return self
-
     @classmethod
-    def _fit_seeds(cls, methods: Sequence[BONET], data: OfflineData, run: SeedBatch) -> None:
-        """:meth:`fit` of every seed at once: one transformer of S seeds, one AdamW step for
-        all, each seed's trajectories, window orders and dropout masks from its own
-        generators."""
-        cls._train(methods, data, run)
-
-    @classmethod
-    def _train(cls, methods: Sequence[BONET], data: OfflineData, owner: Any) -> None:
-        """Train the transformers of ``methods`` (one seed each, or one method alone) as one
-        seed stack; ``owner`` keys the training snapshots (the method, or the batch)."""
+    def _train(cls, methods: Sequence[BONET], data: OfflineData, run: TrainingRun) -> None:
+        """Train the transformers of ``methods`` (one seed each) as one seed stack."""
         first = methods[0]
         config = first.config_
         first._validate(len(data))
@@ -596,17 +577,7 @@ class BONET(Method):
         out_features = space.shape[0] * vocab if space.is_discrete else features.shape[1]
 
         # 1-3. Trajectories (row indices) and their returns-to-go, per seed.
-        regrets = normalized_regrets(data.y)
-        bins = regret_bins(regrets, config.n_bins)
-        quotas = bin_quotas(
-            regrets,
-            bins,
-            config.n_bins,
-            config.trajectory_length,
-            config.smoothing,
-            config.temperature_percentile,
-            config.bin_value,
-        )
+        regrets, bins, quotas = first._regret_quotas(data.y)
         rngs = [np.random.default_rng(m.seed) for m in methods]
         trajectories = first._trajectories(regrets, bins, quotas, rngs)
         windows = window_starts(
@@ -625,19 +596,11 @@ class BONET(Method):
             betas=(0.9, 0.95),
             decoupled=True,
         )
-        losses: list[list[float]] = [[] for _ in methods]
-        snapshots = owner.snapshots(
-            data,
-            model=model,
-            optimizer=optimizer,
-            **{f"rng{k}": r for k, r in enumerate(rngs)},
+        snapshots, losses, bar = seed_loop(
+            run, data, "BONET", len(methods), config.epochs, first.progress,
+            model=model, optimizer=optimizer, **{f"rng{k}": r for k, r in enumerate(rngs)},
             **{f"dropout{k}": g for k, g in enumerate(dropout_generators)},
-        )
-        first_epoch = snapshots.start(
-            losses[0], config.epochs, check=seed_losses_check(len(methods))
-        )
-        losses = snapshots.saved.get("seed_losses", losses)  # a killed run: go on
-        bar = epoch_bar("BONET", first_epoch, config.epochs, len(methods), first.progress)
+        )  # fmt: skip
         for epoch in bar:
             orders = np.stack([windows[r.permutation(len(windows))] for r in rngs])
             orders = torch.from_numpy(orders).to(device)  # S x windows x (trajectory, start)
@@ -658,6 +621,23 @@ class BONET(Method):
             method.model_ = model if len(methods) == 1 else model.seed_slice(k)
             method.losses_ = losses[k]
             method.data_ = data
+
+    def _regret_quotas(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The offline rows' normalized regrets, their bins and each bin's quota of trajectory
+        steps (module notes, 1-2)."""
+        config = self.config_
+        regrets = normalized_regrets(y)
+        bins = regret_bins(regrets, config.n_bins)
+        quotas = bin_quotas(
+            regrets,
+            bins,
+            config.n_bins,
+            config.trajectory_length,
+            config.smoothing,
+            config.temperature_percentile,
+            config.bin_value,
+        )
+        return regrets, bins, quotas
 
     def _trajectories(
         self, regrets: np.ndarray, bins: np.ndarray, quotas: np.ndarray, rngs: list
@@ -727,12 +707,12 @@ class BONET(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs from ``ceil(n / (T - prompt_length))`` rollouts (2 for the paper)."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
         device = next(self.model_.parameters()).device  # where fit left it (set_params may move)
         new_steps = config.trajectory_length - config.prompt_length
         n_rollouts = math.ceil(n / new_steps)
-        rng = self._search_rng()
+        rng = search_rng(self)
         rows = sample_trajectories(self.bins_, self.quotas_, self.regrets_, n_rollouts, rng)
         prompt = rows[:, : config.prompt_length]
         prompt_rtgs = returns_to_go(self.regrets_[prompt]) + config.target_rtg

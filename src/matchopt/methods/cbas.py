@@ -51,7 +51,7 @@ from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.models import GaussianEnsemble, mlp_layers
 from matchopt.models.gaussian import gaussian_nll, soft_clamp
 from matchopt.models.sampling import gumbel_noise
@@ -287,12 +287,28 @@ class CbAS(Method):
             seed=self.seed,
             progress=self.progress,
         )
+        # 2. Prior p on the offline designs; q starts as a copy.
+        prior = self._train_prior(designs, generator)
+        search = copy.deepcopy(prior)
+        for p in prior.parameters():
+            p.requires_grad_(False)
+        # 3. Adaptive sampling.
+        self._adapt(ensemble, prior, search, generator)
+
+        self.ensemble_, self.prior_, self.search_ = ensemble, prior, search
+        self.data_ = data
+        return self
+
+    def _train_prior(self, designs: torch.Tensor, generator: torch.Generator) -> DesignVAE:
+        """Step 2: the prior VAE p, trained on the offline ``designs`` (tokens, or normalized
+        features) with batches drawn from ``generator``."""
+        config = self.config_
+        device = designs.device
+        space = self.encoder_.space
         with seeded_torch_rng(self.seed):
             prior = DesignVAE(
                 space.shape[0], space.vocab_size, config.latent_size, config.vae_hidden
             ).to(device)
-
-        # 2. Prior p on the offline designs; q starts as a copy.
         optimizer = torch.optim.Adam(prior.parameters(), lr=config.vae_lr)
         for _ in tqdm(
             range(config.prior_epochs), desc="CbAS prior", disable=not self.progress, leave=False
@@ -307,12 +323,19 @@ class CbAS(Method):
                 beta=config.vae_beta,
                 generator=generator,
             )
-        search = copy.deepcopy(prior)
-        for p in prior.parameters():
-            p.requires_grad_(False)
-        optimizer = torch.optim.Adam(search.parameters(), lr=config.vae_lr)
+        return prior
 
-        # 3. Adaptive sampling.
+    def _adapt(
+        self,
+        ensemble: GaussianEnsemble,
+        prior: DesignVAE,
+        search: DesignVAE,
+        generator: torch.Generator,
+    ) -> None:
+        """Step 3, adaptive sampling: each round trains the search VAE q on its own samples
+        weighted toward high predicted y; the round's threshold gamma goes to ``gammas_``."""
+        config = self.config_
+        optimizer = torch.optim.Adam(search.parameters(), lr=config.vae_lr)
         self.gammas_: list[float] = []
         for _ in tqdm(
             range(config.iterations), desc="CbAS rounds", disable=not self.progress, leave=False
@@ -329,10 +352,6 @@ class CbAS(Method):
                 beta=config.vae_beta,
                 generator=generator,
             )
-
-        self.ensemble_, self.prior_, self.search_ = ensemble, prior, search
-        self.data_ = data
-        return self
 
     @torch.no_grad()
     def _weighted_samples(
@@ -373,7 +392,7 @@ class CbAS(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs sampled from the adapted search distribution q."""
-        self._check_fitted()
+        check_fitted(self)
         generator = torch.Generator().manual_seed(_stream_seed(self.seed, 1))
         device = next(self.search_.parameters()).device
         with torch.no_grad():

@@ -21,8 +21,9 @@ Deviations from design-baselines:
   candidate per forward pass and leaves pycma's seed to the clock.
 * No 200-row validation split (design-baselines holds out 200 rows that only feed its logs).
 
-With :meth:`~matchopt.methods.Method.resume_from` the search keeps the results of its finished
-groups of runs, so that a killed search (hours on hopper) continues with the next group.
+With a snapshot file (:meth:`~matchopt.methods.training.Resumable.resume_from`) the search
+keeps the results of its finished groups of runs, so that a killed search (hours on hopper)
+continues with the next group.
 """
 
 from __future__ import annotations
@@ -35,10 +36,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import shown
+from matchopt.checkpoints import TrainingCheckpoint, shown
 from matchopt.errors import MatchoptError
+from matchopt.methods.base import search_rng, search_starts
+from matchopt.methods.engine import TrainingRun
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
-from matchopt.methods.wrappers import in_default_threads
+from matchopt.methods.training import Resumable
+from matchopt.methods.wrappers import check_fitted, in_default_threads
 from matchopt.models import EnsembleConfig
 from matchopt.search import search_start
 
@@ -197,8 +201,12 @@ def _lockstep_runs(
 # --- The method ----------------------------------------------------------------------------------
 
 
-class CmaEs(EnsembleSurrogateMethod):
+class CmaEs(EnsembleSurrogateMethod, Resumable):
     """CMA-ES from each of the top-128 designs on the mean prediction of a Gaussian ensemble.
+
+    Resumable: the search keeps the finished groups of runs in the run's snapshot file (the
+    stage ``search-<n>``): on hopper's d = 5,126 the 128 runs take hours, ten at a time; a
+    killed search redoes only its current group.
 
     Args:
         config: :class:`CmaEsConfig` (design-baselines defaults when ``None``).
@@ -212,30 +220,19 @@ class CmaEs(EnsembleSurrogateMethod):
 
     config_class = CmaEsConfig
     presets = {"paper": {}, "quick": QUICK}
-    #: The search keeps the finished groups of runs (:meth:`resume_from`): on hopper's d = 5,126
-    #: the 128 runs take hours, ten at a time; a killed search redoes only its current group.
-    resumable = True
 
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: the best point of one CMA-ES run per starting design."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
-        rng = self._search_rng()
-        starts = self._search_starts(n, config.init, rng)
+        rng = search_rng(self)
+        starts = search_starts(self, n, config.init, rng)
         seeds = rng.integers(1, 2**31 - 1, size=n)
-        checkpoint, stage, done = self.context.snapshot, f"search-{n}", []
-        if checkpoint is not None:
-            # The run's identity (config, seed, data) fixes the ensemble and every run's start.
-            checkpoint.bind(self.run_key(self.data_))
-            d = starts.shape[1]
-            size = group_size(n, d, config.runs_at_once)
-            saved = checkpoint.load(
-                stage,
-                lambda state: finished_groups_problem(state.get("groups"), n, d, size),
-                "the search starts from scratch",
-            )
-            done = [group.numpy() for group in saved["groups"]] if saved else []
+        # The run's identity (config, seed, data) fixes the ensemble and every run's start.
+        checkpoint = TrainingRun.of([self]).checkpoint(self.data_)
+        stage, size = f"search-{n}", group_size(n, starts.shape[1], config.runs_at_once)
+        done = _finished_groups(checkpoint, stage, n, starts.shape[1], size)
 
         def group_done(groups: list[np.ndarray]) -> None:
             # When due, and after the last group: the finished search stays until the designs
@@ -257,3 +254,18 @@ class CmaEs(EnsembleSurrogateMethod):
             group_done,
         )
         return self.encoder_.decode_x(best)
+
+
+def _finished_groups(
+    checkpoint: TrainingCheckpoint | None, stage: str, n: int, d: int, size: int
+) -> list[np.ndarray]:
+    """The finished groups of runs that the search snapshot ``stage`` holds (none without a
+    snapshot file, or where it holds none of this search)."""
+    if checkpoint is None:
+        return []
+    saved = checkpoint.load(
+        stage,
+        lambda state: finished_groups_problem(state.get("groups"), n, d, size),
+        "the search starts from scratch",
+    )
+    return [group.numpy() for group in saved["groups"]] if saved else []

@@ -33,10 +33,10 @@ Deviations from the reference code (listed in docs/baselines.md):
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -46,14 +46,11 @@ from matchopt.checkpoints import state_problem
 from matchopt.config_fields import by_design_type, count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import (
-    SeedBatch,
-    end_seed_epoch,
-    epoch_bar,
-    seed_losses_check,
-)
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.base import search_starts
+from matchopt.methods.engine import TrainingRun
+from matchopt.methods.seed_batch import end_seed_epoch, seed_loop
+from matchopt.methods.training import Resumable, SeedBatchable
+from matchopt.methods.wrappers import check_fitted, in_default_threads
 from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.models.stacked import SeedStack, per_seed
 from matchopt.runtime import seeded_torch_rng
@@ -167,7 +164,35 @@ def _conservative_step(
     return model_loss
 
 
-class Coms(Method):
+def _conservative_epoch(
+    losses_of_all: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]],
+    optimizers: tuple[torch.optim.Optimizer, torch.optim.Optimizer],
+    log_alpha: torch.Tensor,
+    rows: tuple[torch.Tensor, torch.Tensor],
+    generators: list[torch.Generator],
+    ascent: tuple[nn.Module, int, float, int],
+) -> list[LossTotal]:
+    """One epoch of every seed over the offline ``rows`` (features, scores) in its own batch
+    order (from its ``generators`` entry): for each batch, the negatives by ``ascent`` (the
+    stacked model, its steps and step size, and the batch size), then :func:`_conservative_step`.
+    Each seed's total model loss."""
+    features, scores = rows
+    stack, train_steps, step_size, batch_size = ascent
+    n_rows = len(features)
+    orders = torch.stack([torch.randperm(n_rows, generator=g) for g in generators])
+    orders = orders.to(features.device)
+    totals = [LossTotal() for _ in generators]
+    for begin in range(0, n_rows, batch_size):
+        batch = orders[:, begin : begin + batch_size]  # seeds x B
+        x, y = features[batch], scores[batch]
+        x_neg = ascend(stack, x, train_steps, step_size)
+        model_loss = _conservative_step(losses_of_all, optimizers, log_alpha, x, y, x_neg)
+        for total, loss in zip(totals, model_loss):
+            total.add(loss, batch.shape[1])
+    return totals
+
+
+class Coms(Resumable, SeedBatchable):
     """COMs (Trabucco et al., ICML 2021): conservative model + gradient ascent.
 
     Args:
@@ -184,8 +209,6 @@ class Coms(Method):
     """
 
     config_class = ComsConfig
-    resumable = True
-    batches_seeds = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _prepare(self, data: OfflineData) -> tuple[torch.Tensor, torch.Tensor, float, float]:
@@ -207,34 +230,23 @@ class Coms(Method):
         with seeded_torch_rng(self.seed):
             return mlp_layers(dim, self.config_.hidden, 1, "relu").to(self.device_)
 
-    @fit_all_or_nothing
-    def fit(self, data: OfflineData) -> Coms:
-        """Train the conservative model (module notes) as a seed stack of one."""
-        self._train([self], data, self)
-        return self
-
     @classmethod
-    def _fit_seeds(cls, methods: Sequence[Coms], data: OfflineData, run: SeedBatch) -> None:
-        """:meth:`fit` of every seed at once (:meth:`_train`)."""
-        cls._train(methods, data, run)
-
-    @classmethod
-    def _train(cls, methods: Sequence[Coms], data: OfflineData, owner: Any) -> None:
-        """The training loop of ``methods`` (one seed each, or one method alone) as one seed
-        stack; ``owner`` keys the training snapshots (the method, or the batch). The seeds'
-        models are one :class:`SeedStack` (the negatives of all seeds in one ascent: a seed's
-        output depends on its own inputs only), one log alpha per seed, each seed's batch order
-        from its own generator."""
+    def _train(cls, methods: Sequence[Coms], data: OfflineData, run: TrainingRun) -> None:
+        """The conservative training (module notes, 2) of ``methods`` (one seed each) as one
+        seed stack: the seeds' models are one :class:`SeedStack` (the negatives of all seeds in
+        one ascent: a seed's output depends on its own inputs only), one log alpha per seed,
+        each seed's batch order from its own generator."""
         first = methods[0]
         config = first.config_
         features, scores, tau, step_size = first._prepare(data)
         for method in methods[1:]:
             method.encoder_ = first.encoder_
-        device, n_rows = features.device, len(features)
         generators = [torch.Generator().manual_seed(m.seed) for m in methods]
         models = [m._new_model(features.shape[1]) for m in methods]
         stack = SeedStack(models)
-        start_alpha = torch.full((len(methods),), math.log(config.initial_alpha), device=device)
+        start_alpha = torch.full(
+            (len(methods),), math.log(config.initial_alpha), device=features.device
+        )
         log_alpha = nn.Parameter(start_alpha)
         optimizer = adam(stack.parameters(), lr=config.lr)
         alpha_optimizer = adam([log_alpha], lr=config.alpha_lr)
@@ -242,51 +254,31 @@ class Coms(Method):
         def losses_of_one(net, log_alpha, x, y, x_neg):  # noqa: ANN001, ANN202 (one seed's slice)
             return conservative_losses(net, log_alpha, x, y, x_neg, tau)
 
-        losses_of_all = per_seed(losses_of_one, stack)
-        losses: list[list[float]] = [[] for _ in methods]
-        generator_parts = {f"noise{k}": g for k, g in enumerate(generators)}
-        snapshots = owner.snapshots(
-            data,
-            model=stack,
-            optimizer=optimizer,
-            alpha_optimizer=alpha_optimizer,
-            **generator_parts,
-        )
-        seeds_check = seed_losses_check(len(methods))
+        def alpha_check(values: dict, epoch: int) -> str | None:
+            return state_problem(values.get("log_alpha"), log_alpha.detach(), "snapshot log_alpha")
 
-        def check(values: dict, epoch: int) -> str | None:
-            return seeds_check(values, epoch) or state_problem(
-                values.get("log_alpha"), log_alpha.detach(), "snapshot log_alpha"
-            )
-
-        start = snapshots.start(losses[0], config.epochs, check)
+        snapshots, losses, bar = seed_loop(
+            run, data, "COMs", len(methods), config.epochs, first.progress, alpha_check,
+            model=stack, optimizer=optimizer, alpha_optimizer=alpha_optimizer,
+            **{f"noise{k}": g for k, g in enumerate(generators)},
+        )  # fmt: skip
         if snapshots.saved:
-            losses = snapshots.saved["seed_losses"]
             with torch.no_grad():
                 log_alpha.copy_(snapshots.saved["log_alpha"])
-        bar = epoch_bar("COMs", start, config.epochs, len(methods), first.progress)
+        epoch_of_all = functools.partial(
+            _conservative_epoch,
+            per_seed(losses_of_one, stack),
+            (optimizer, alpha_optimizer),
+            log_alpha,
+            (features, scores),
+            generators,
+            (stack, config.train_steps, step_size, config.batch_size),
+        )
         for epoch in bar:
-            orders = torch.stack([torch.randperm(n_rows, generator=g) for g in generators])
-            orders = orders.to(device)
-            totals = [LossTotal() for _ in methods]
-            for begin in range(0, n_rows, config.batch_size):
-                batch = orders[:, begin : begin + config.batch_size]  # seeds x B
-                x, y = features[batch], scores[batch]
-                x_neg = ascend(stack, x, config.train_steps, step_size)
-                model_loss = _conservative_step(
-                    losses_of_all, (optimizer, alpha_optimizer), log_alpha, x, y, x_neg
-                )
-                for total, loss in zip(totals, model_loss):
-                    total.add(loss, batch.shape[1])
+            totals = epoch_of_all()
+            values = {"log_alpha": log_alpha.detach().clone()}
             end_seed_epoch(
-                snapshots,
-                losses,
-                totals,
-                n_rows,
-                bar,
-                epoch + 1,
-                config.epochs,
-                log_alpha=log_alpha.detach().clone(),
+                snapshots, losses, totals, len(features), bar, epoch + 1, config.epochs, **values
             )
         bar.close()
         stack.unstack_into(models)
@@ -302,8 +294,8 @@ class Coms(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: ``search_steps`` ascent steps from the ``n`` best offline designs."""
-        self._check_fitted()
-        starts = self._search_starts(n, "topk")
+        check_fitted(self)
+        starts = search_starts(self, n, "topk")
         device = next(self.model_.parameters()).device
         final = ascend(
             self.model_,

@@ -50,7 +50,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -60,14 +59,11 @@ from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import (
-    SeedBatch,
-    end_seed_epoch,
-    epoch_bar,
-    seed_losses_check,
-)
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.base import search_rng
+from matchopt.methods.engine import TrainingRun
+from matchopt.methods.seed_batch import end_seed_epoch, seed_loop
+from matchopt.methods.training import Resumable, SeedBatchable
+from matchopt.methods.wrappers import check_fitted, in_default_threads
 from matchopt.models import LossTotal, adam, mlp_layers
 from matchopt.models.stacked import SeedStack, per_seed
 from matchopt.runtime import seeded_torch_rng
@@ -293,7 +289,7 @@ def epoch_draws(
 # --- 4. The method -----------------------------------------------------------------------------
 
 
-class Ddom(Method):
+class Ddom(Resumable, SeedBatchable):
     """DDOM (Krishnamoorthy et al., ICML 2023): conditional diffusion sampled at max offline y.
 
     Args:
@@ -310,8 +306,6 @@ class Ddom(Method):
     """
 
     config_class = DdomConfig
-    resumable = True
-    batches_seeds = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _sde(self) -> VPSDE:
@@ -337,23 +331,11 @@ class Ddom(Method):
         with seeded_torch_rng(self.seed):
             return ScoreNet(dim, self.config_.hidden).to(self.device_)
 
-    @fit_all_or_nothing
-    def fit(self, data: OfflineData) -> Ddom:
-        """Train the score network (module notes) as a seed stack of one."""
-        self._train([self], data, self)
-        return self
-
     @classmethod
-    def _fit_seeds(cls, methods: Sequence[Ddom], data: OfflineData, run: SeedBatch) -> None:
-        """:meth:`fit` of every seed at once (:meth:`_train`)."""
-        cls._train(methods, data, run)
-
-    @classmethod
-    def _train(cls, methods: Sequence[Ddom], data: OfflineData, owner: Any) -> None:
-        """The training loop of ``methods`` (one seed each, or one method alone): the seeds'
-        networks as one :class:`SeedStack`, one Adam step for all, each seed's draws from its
-        own generator in its own order; ``owner`` keys the training snapshots (the method, or
-        the batch)."""
+    def _train(cls, methods: Sequence[Ddom], data: OfflineData, run: TrainingRun) -> None:
+        """The training loop of ``methods`` (one seed each): the seeds' networks as one
+        :class:`SeedStack`, one Adam step for all, each seed's draws from its own generator in
+        its own order."""
         first = methods[0]
         config = first.config_
         sde = first._sde()
@@ -371,16 +353,10 @@ class Ddom(Method):
             return denoising_loss(net, sde, x0, y, w, t, eps)
 
         losses_of_all = per_seed(loss_of_one, stack)
-        losses: list[list[float]] = [[] for _ in methods]
-        snapshots = owner.snapshots(
-            data,
-            model=stack,
-            optimizer=optimizer,
-            **{f"noise{k}": g for k, g in enumerate(noises)},
-        )
-        start = snapshots.start(losses[0], config.epochs, check=seed_losses_check(len(methods)))
-        losses = snapshots.saved.get("seed_losses", losses)
-        bar = epoch_bar("DDOM", start, config.epochs, len(methods), first.progress)
+        snapshots, losses, bar = seed_loop(
+            run, data, "DDOM", len(methods), config.epochs, first.progress,
+            model=stack, optimizer=optimizer, **{f"noise{k}": g for k, g in enumerate(noises)},
+        )  # fmt: skip
         for epoch in bar:
             totals = [LossTotal() for _ in methods]
             draws = [epoch_draws(len(features), dim, config, g, features.device) for g in noises]
@@ -403,10 +379,10 @@ class Ddom(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` reverse-SDE samples conditioned on the best offline score, in the data's format."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
         y_max = float(self.encoder_.encode_y(self.data_.y).max())
-        rng = self._search_rng()
+        rng = search_rng(self)
         features = (
             sample(
                 self.net_,

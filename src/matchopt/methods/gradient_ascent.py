@@ -32,8 +32,9 @@ import numpy as np
 import torch
 
 from matchopt.config_fields import count, learning_rate
+from matchopt.methods.base import search_starts
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
-from matchopt.methods.wrappers import in_default_threads
+from matchopt.methods.wrappers import check_fitted, in_default_threads
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.search import gradient_ascent, search_start
 
@@ -101,9 +102,9 @@ class GradientAscent(EnsembleSurrogateMethod):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: plain gradient ascent on the aggregated score from ``config.init``."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
-        starts = self._search_starts(n, config.init)
+        starts = search_starts(self, n, config.init)
         step = config.search_lr * float(np.sqrt(starts.shape[1]))
         final = gradient_ascent(
             self._score, self._to_model_device(starts), config.search_steps, step, optimizer="sgd"

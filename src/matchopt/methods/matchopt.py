@@ -39,19 +39,21 @@ import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import is_finite_number, is_integer, is_number, shown
+from matchopt.checkpoints import LoopSnapshots, is_finite_number, is_integer, is_number, shown
 from matchopt.config_fields import by_design_type, count, learning_rate, scale, share
 from matchopt.data import OfflineData, design_groups
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import MIN_ROWS, Method
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.base import MIN_ROWS, search_starts
+from matchopt.methods.engine import TrainingRun
+from matchopt.methods.training import Resumable
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.models.mlp import MLP
 from matchopt.models.optim import adam
 from matchopt.runtime import seeded_torch_rng
@@ -345,13 +347,53 @@ def fused_loss_and_gradients(
     a segment dx is ``g_1 . (W_1 dx)``. Along a segment, a_1 is linear in t, so interior nodes
     need no first-layer product; neighbouring pairs share their trajectory point.
     """
+    layers, head = list(model.hidden), model.output
+    n_points = x.shape[0]
+    forward = _fused_forward(model, x, rule)
+    residual = forward.estimates - (y[1:] - y[:-1])
+    value_residual = forward.values - y
+    loss = residual.pow(2).mean() + alpha * value_residual.pow(2).mean()
+    if rank_weight:
+        log_p_values = torch.log_softmax(forward.values, 0)
+        p_y = torch.softmax(y, 0)
+        loss = loss - rank_weight * (p_y * log_p_values).sum()
+
+    grads = {p: torch.zeros_like(p) for p in model.parameters()}
+    _add_matching_gradients(grads, layers, head, forward, rule, 2.0 * residual / (n_points - 1))
+    # Backward of the value term: an ordinary MLP backward pass on the trajectory rows.
+    if alpha != 0 or rank_weight:
+        d_values = 2.0 * alpha * value_residual / n_points
+        if rank_weight:  # ListNet: d/dv of -sum p_y log softmax(v) is softmax(v) - p_y
+            d_values = d_values + rank_weight * (log_p_values.exp() - p_y)
+        _add_value_gradients(grads, layers, head, forward.acts, forward.masks, x, d_values)
+    for p, grad in grads.items():
+        p.grad = grad
+    return loss.detach()
+
+
+class _FusedForward(NamedTuple):
+    """What :func:`fused_loss_and_gradients`'s forward pass keeps for its backward pass."""
+
+    dx: torch.Tensor  # trajectory segments (P x d)
+    u: torch.Tensor  # first-layer image of each segment (P x H1)
+    inner_w: torch.Tensor  # quadrature weights of the interior nodes
+    acts: list[torch.Tensor]  # hidden activations of every row (points, then interior nodes)
+    masks: list[torch.Tensor]  # their LeakyReLU derivative masks
+    g: list[torch.Tensor]  # input gradients: g[l] with respect to a_{l+1}
+    integral: torch.Tensor  # the quadrature of g_1 along each segment (P x H1)
+    values: torch.Tensor  # the model's values at the trajectory points
+    estimates: torch.Tensor  # the line-integral estimates of y's differences (P,)
+
+
+def _fused_forward(model: MLP, x: torch.Tensor, rule: QuadratureRule) -> _FusedForward:
+    """The forward pass of :func:`fused_loss_and_gradients`: trajectory rows first, then the
+    interior quadrature nodes of every pair; the input gradients and the line integrals."""
     layers, head, slope = list(model.hidden), model.output, model.negative_slope
     n_points, n_pairs, n_inner = x.shape[0], x.shape[0] - 1, len(rule.interior_t)
     dx = x[1:] - x[:-1]
     inner_t = torch.tensor(rule.interior_t, dtype=x.dtype, device=x.device)
     inner_w = torch.tensor(rule.interior_weights, dtype=x.dtype, device=x.device)
 
-    # Forward: trajectory rows first, then the interior quadrature nodes of every pair.
     first = layers[0]
     a_points = torch.addmm(first.bias, x, first.weight.T)
     u = dx @ first.weight.T  # first-layer image of each segment, (P x H1)
@@ -372,38 +414,36 @@ def fused_loss_and_gradients(
     if n_inner:  # kappa = 1 has no interior node (and adding zeros would change nothing)
         integral = integral + torch.einsum("pkh,k->ph", g1_inner, inner_w)
     estimates = (integral * u).sum(-1)
-    residual = estimates - (y[1:] - y[:-1])
-    value_residual = values - y
-    loss = residual.pow(2).mean() + alpha * value_residual.pow(2).mean()
-    if rank_weight:
-        log_p_values = torch.log_softmax(values, 0)
-        p_y = torch.softmax(y, 0)
-        loss = loss - rank_weight * (p_y * log_p_values).sum()
+    return _FusedForward(dx, u, inner_w, acts, masks, g, integral, values, estimates)
 
-    # Backward of the matching term (masks are constant: only the weights in g and u matter).
-    d_est = 2.0 * residual / n_pairs
-    d_integral = d_est[:, None] * u
+
+def _add_matching_gradients(
+    grads: dict[torch.Tensor, torch.Tensor],
+    layers: list[torch.nn.Linear],
+    head: torch.nn.Linear,
+    forward: _FusedForward,
+    rule: QuadratureRule,
+    d_est: torch.Tensor,
+) -> None:
+    """Add to ``grads`` the backward pass of the matching term, given its derivative ``d_est``
+    with respect to the estimates (the masks are constant: only the weights in g and u
+    matter)."""
+    g1 = forward.g[0]
+    n_pairs = len(d_est)
+    n_points = n_pairs + 1
+    d_integral = d_est[:, None] * forward.u
     d_g = torch.zeros_like(g1)
     d_g[:n_pairs] += rule.start_weight * d_integral
     d_g[1:n_points] += rule.end_weight * d_integral
-    d_g[n_points:] = (d_integral[:, None, :] * inner_w[None, :, None]).reshape(-1, g1.shape[1])
-    grads = {p: torch.zeros_like(p) for p in model.parameters()}
-    grads[first.weight] += (d_est[:, None] * integral).T @ dx
+    d_g[n_points:] = (d_integral[:, None, :] * forward.inner_w[None, :, None]).reshape(
+        -1, g1.shape[1]
+    )
+    grads[layers[0].weight] += (d_est[:, None] * forward.integral).T @ forward.dx
     for index in range(len(layers) - 1):
-        q = d_g * masks[index]  # gradient w.r.t. g[index + 1] @ W_{index + 2}
-        grads[layers[index + 1].weight] += g[index + 1].T @ q
+        q = d_g * forward.masks[index]  # gradient w.r.t. g[index + 1] @ W_{index + 2}
+        grads[layers[index + 1].weight] += forward.g[index + 1].T @ q
         d_g = q @ layers[index + 1].weight.T
-    grads[head.weight] += (d_g * masks[-1]).sum(0, keepdim=True)
-
-    # Backward of the value term: an ordinary MLP backward pass on the trajectory rows.
-    if alpha != 0 or rank_weight:
-        d_values = 2.0 * alpha * value_residual / n_points
-        if rank_weight:  # ListNet: d/dv of -sum p_y log softmax(v) is softmax(v) - p_y
-            d_values = d_values + rank_weight * (log_p_values.exp() - p_y)
-        _add_value_gradients(grads, layers, head, acts, masks, x, d_values)
-    for p, grad in grads.items():
-        p.grad = grad
-    return loss.detach()
+    grads[head.weight] += (d_g * forward.masks[-1]).sum(0, keepdim=True)
 
 
 # --- 3. The method -----------------------------------------------------------------------------
@@ -419,9 +459,9 @@ def _saved_values_problem(
     selector: CheckpointSelector | None,
 ) -> str | None:
     """What keeps the values of a training snapshot after ``epoch`` of ``epochs`` epochs from
-    resuming :meth:`MatchOpt._train` (scored every ``every`` epochs and after the last), or None:
-    the validation history (one dict of numbers per evaluation so far), its seconds and the
-    selector's state."""
+    resuming :meth:`MatchOpt._train_loop` (scored every ``every`` epochs and after the last), or
+    None: the validation history (one dict of numbers per evaluation so far), its seconds and
+    the selector's state."""
     evaluations = 0
     if validator is not None:
         evaluations = epoch // every + (1 if epoch == epochs and epoch % every else 0)
@@ -483,7 +523,7 @@ def _epoch_loss(
     return total.item() / len(trajectories)
 
 
-class MatchOpt(Method):
+class MatchOpt(Resumable):
     """MATCH-OPT (Hoang et al., ICML 2024): gradient-matching surrogate + gradient ascent.
 
     Args:
@@ -501,8 +541,6 @@ class MatchOpt(Method):
         checkpoints_: parameters at every validated epoch (``fit(keep_checkpoints=True)`` only).
     """
 
-    has_surrogate = True
-    resumable = True
     config_class = MatchOptConfig
     presets = {
         "paper": {},
@@ -544,7 +582,9 @@ class MatchOpt(Method):
             validator = self._validator(features, scores, data.y, train_rows, held_rows)
         self.validation_seconds_ = 0.0
         started = time.perf_counter()
-        model = self._train(features, scores, data, train_rows, config.epochs, validator, selector)
+        model = self._train_loop(
+            features, scores, data, train_rows, config.epochs, validator, selector
+        )
         self.train_seconds_ = time.perf_counter() - started - self.validation_seconds_
         self.selected_epoch_ = config.epochs
         if validator is not None and config.selection != "last":
@@ -553,7 +593,7 @@ class MatchOpt(Method):
             # Held-out rows chose the epoch count (or only measured the curves, with "last"):
             # train again on every row for that many epochs.
             all_rows = np.arange(len(data))
-            model = self._train(
+            model = self._train_loop(
                 features, scores, data, all_rows, self.selected_epoch_, stage="refit"
             )
         self.validator_ = validator
@@ -563,7 +603,7 @@ class MatchOpt(Method):
         self.data_ = data
         return self
 
-    def _train(
+    def _train_loop(
         self,
         features: torch.Tensor,
         scores: torch.Tensor,
@@ -600,7 +640,40 @@ class MatchOpt(Method):
         fused = config.backend == "fused" and rule is not None
 
         self.losses_: list[float] = []
-        snapshots = self.snapshots(data, stage, model=model, optimizer=optimizer, rng=rng)
+        parts = {"model": model, "optimizer": optimizer, "rng": rng}
+        snapshots = TrainingRun.of([self]).snapshots(data, stage, **parts)
+        steps = min(map(len, buckets))  # optimizer steps an epoch takes: one per path
+        start = self._resume(snapshots, epochs, model, validator, selector, steps)
+        own_bar = bar is None
+        bar = self._epoch_bar(start, epochs) if own_bar else bar
+        if not own_bar:
+            bar.update(start)  # epochs a killed run had done
+        step = functools.partial(
+            _training_step, model, optimizer, rule, config.alpha, rank_weight, fused
+        )
+        for epoch in range(start, epochs):
+            trajectories = torch.from_numpy(sample_trajectories(buckets, rng)).to(features.device)
+            self.losses_.append(_epoch_loss(step, features, scores, trajectories))
+            bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
+            bar.update(1)
+            self._end_epoch(snapshots, epoch + 1, epochs, model, validator, selector)
+        if own_bar:
+            bar.close()
+        return model
+
+    def _resume(
+        self,
+        snapshots: LoopSnapshots,
+        epochs: int,
+        model: MLP,
+        validator: Validator | None,
+        selector: CheckpointSelector | None,
+        steps_per_epoch: int,
+    ) -> int:
+        """Restore a loop of :meth:`_train_loop` from a snapshot of this run, if there is one
+        (losses, validation history and seconds, the selector's state); the first epoch to
+        train."""
+        config = self.config_
 
         def check(values: dict, epoch: int) -> str | None:
             # What the loop restores beyond its parts and losses, checked before anything is
@@ -608,41 +681,39 @@ class MatchOpt(Method):
             every = config.validation_every if validator is not None else 1
             return _saved_values_problem(values, epoch, epochs, every, model, validator, selector)
 
-        start = snapshots.start(self.losses_, epochs, check, min(map(len, buckets)))  # step/path
+        start = snapshots.start(self.losses_, epochs, check, steps_per_epoch)
         saved = snapshots.saved
         if saved and validator is not None:
             validator.history[:] = saved["history"]
             self.validation_seconds_ = float(saved["validation_seconds"])
         if saved and selector is not None:
             selector.load_state(saved["selector"])
-        own_bar = bar is None
-        bar = self._epoch_bar(start, epochs) if own_bar else bar
-        if not own_bar:
-            bar.update(start)  # epochs a killed run had done
-        for epoch in range(start, epochs):
-            trajectories = torch.from_numpy(sample_trajectories(buckets, rng)).to(features.device)
-            step = functools.partial(
-                _training_step, model, optimizer, rule, config.alpha, rank_weight, fused
-            )
-            self.losses_.append(_epoch_loss(step, features, scores, trajectories))
-            bar.set_postfix(loss=f"{self.losses_[-1]:.4f}", refresh=False)
-            bar.update(1)
-            done = epoch + 1
-            if validator is not None and (done % config.validation_every == 0 or done == epochs):
-                started = time.perf_counter()
-                selector.update(model, validator(model, done))
-                self.validation_seconds_ += time.perf_counter() - started
-            snapshots.save(
-                done,
-                epochs,
-                losses=list(self.losses_),
-                history=list(validator.history) if validator is not None else [],
-                validation_seconds=self.validation_seconds_,
-                selector=selector.state() if selector is not None else {},
-            )
-        if own_bar:
-            bar.close()
-        return model
+        return start
+
+    def _end_epoch(
+        self,
+        snapshots: LoopSnapshots,
+        done: int,
+        epochs: int,
+        model: MLP,
+        validator: Validator | None,
+        selector: CheckpointSelector | None,
+    ) -> None:
+        """After epoch ``done`` of :meth:`_train_loop`: the validation score when one is due
+        (every ``validation_every`` epochs and after the last), then a snapshot when due."""
+        config = self.config_
+        if validator is not None and (done % config.validation_every == 0 or done == epochs):
+            started = time.perf_counter()
+            selector.update(model, validator(model, done))
+            self.validation_seconds_ += time.perf_counter() - started
+        snapshots.save(
+            done,
+            epochs,
+            losses=list(self.losses_),
+            history=list(validator.history) if validator is not None else [],
+            validation_seconds=self.validation_seconds_,
+            selector=selector.state() if selector is not None else {},
+        )
 
     def _epoch_bar(self, start: int, epochs: int) -> tqdm:
         """The progress bar of one training loop (from ``start``, a resumed run's epoch)."""
@@ -705,7 +776,7 @@ class MatchOpt(Method):
 
     def fit_report(self) -> dict:
         """Validation curves and the selected epoch (empty without validation)."""
-        self._check_fitted()
+        check_fitted(self)
         if self.validator_ is None:
             return {}
         return {
@@ -719,9 +790,9 @@ class MatchOpt(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: gradient ascent on the surrogate from ``config.init`` starts."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
-        starts = self._search_starts(n, config.init)
+        starts = search_starts(self, n, config.init)
         final = gradient_ascent(
             self.model_,
             torch.from_numpy(starts).to(self._model_device()),
@@ -736,7 +807,7 @@ class MatchOpt(Method):
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """Surrogate predictions (n,) of designs, in the units of the offline y."""
-        self._check_fitted()
+        check_fitted(self)
         designs = self.data_.space.validate(designs)
         with torch.no_grad():
             out = self.model_(

@@ -4,7 +4,7 @@ matchopt's own extension of MATCH-OPT (Hoang et al., ICML 2024); not a published
 top to bottom:
 
 1. **Surrogates**: ``n_models`` MLPs, each trained exactly as MATCH-OPT trains its one
-   (:meth:`MatchOpt._train`: monotonic trajectories over rank buckets, the line-integral
+   (:meth:`MatchOpt._train_loop`: monotonic trajectories over rank buckets, the line-integral
    matching loss of eq. 13 plus the value regularizer of eq. 14), from its own seed, so members
    differ in initialization and trajectories. ``rank_weight`` adds a ListNet ranking term over
    each trajectory (as RaM, ICLR 2025). Each member trains at most ``max_steps`` optimizer steps:
@@ -50,9 +50,9 @@ from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.config_fields import trust_radius as trust_radius_field
 from matchopt.data import OfflineData, top_rows
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import MIN_ROWS
+from matchopt.methods.base import MIN_ROWS, search_starts
 from matchopt.methods.matchopt import GradientMatchingConfig, MatchOpt, rank_buckets
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.search import gradient_ascent_path, select_per_path
 
 
@@ -163,7 +163,7 @@ class MatchOptEnsemble(MatchOpt):
         )
         for member in range(config.n_models):
             bar.set_description(f"MATCH-OPT ensemble, member {member + 1} of {config.n_models}")
-            model = self._train(
+            model = self._train_loop(
                 features,
                 scores,
                 data,
@@ -216,7 +216,7 @@ class MatchOptEnsemble(MatchOpt):
 
     def fit_report(self) -> dict:
         """Epochs each member trained and its last training loss."""
-        self._check_fitted()
+        check_fitted(self)
         return {
             "member_epochs": self.member_epochs_,
             "member_final_loss": [losses[-1] if losses else None for losses in self.member_losses_],
@@ -244,7 +244,7 @@ class MatchOptEnsemble(MatchOpt):
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: pessimistic ascent from the best rows, each path's best candidate;
         ``bold_designs`` of them from the bolder search (module notes, 5)."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
         offline = self.data_.x.reshape(len(self.data_), -1)
         n_bold = min(config.bold_designs, n - 1)
@@ -324,7 +324,7 @@ class MatchOptEnsemble(MatchOpt):
         if key in cache:
             cache[key] = cache.pop(key)  # now the most recently used
             return cache[key]
-        starts = self._search_starts(n_starts, "topk")
+        starts = search_starts(self, n_starts, "topk")
         device = self._model_device()
         lr = config.search_step / math.sqrt(starts.shape[1])
         low = high = radius = radius_l2 = None
@@ -378,7 +378,7 @@ class MatchOptEnsemble(MatchOpt):
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """The ensemble mean (n,) of designs, in the units of the offline y."""
-        self._check_fitted()
+        check_fitted(self)
         designs = self.data_.space.validate(designs)
         x = torch.from_numpy(self.encoder_.encode_x(designs)).to(self._model_device())
         with torch.no_grad():

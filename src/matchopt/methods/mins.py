@@ -48,7 +48,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -57,14 +56,11 @@ from torch import nn
 from matchopt.config_fields import learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import (
-    SeedBatch,
-    end_seed_epoch,
-    epoch_bar,
-    seed_losses_check,
-)
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.base import search_rng
+from matchopt.methods.engine import TrainingRun
+from matchopt.methods.seed_batch import end_seed_epoch, seed_loop
+from matchopt.methods.training import Resumable, SeedBatchable
+from matchopt.methods.wrappers import check_fitted, in_default_threads
 from matchopt.models import LossTotal, adam
 from matchopt.models.sampling import gumbel_noise
 from matchopt.models.stacked import SeedDraws, SeedStack
@@ -252,7 +248,7 @@ def generator_loss(
 # --- 3. The method -----------------------------------------------------------------------------
 
 
-class Mins(Method):
+class Mins(Resumable, SeedBatchable):
     """MINs (Kumar & Levine, NeurIPS 2020): conditional WGAN-GP G(z, y), sampled at max offline y.
 
     Args:
@@ -269,8 +265,6 @@ class Mins(Method):
     """
 
     config_class = MinsConfig
-    resumable = True
-    batches_seeds = True
     presets = {"paper": {}, "quick": QUICK}
 
     def _real_features(self, data: OfflineData) -> np.ndarray:
@@ -333,22 +327,10 @@ class Mins(Method):
             )
         return generator.to(self.device_), critic.to(self.device_)
 
-    @fit_all_or_nothing
-    def fit(self, data: OfflineData) -> Mins:
-        self._train([self], data, self)
-        return self
-
     @classmethod
-    def _fit_seeds(cls, methods: Sequence[Mins], data: OfflineData, run: SeedBatch) -> None:
-        """:meth:`fit` of every seed at once: one step of the seeds' stacked generators and
-        critics for all, each seed's draws from its own generator in its own order."""
-        cls._train(methods, data, run)
-
-    @classmethod
-    def _train(cls, methods: Sequence[Mins], data: OfflineData, owner: Any) -> None:
-        """The WGAN-GP training loop (module notes, 2) of ``methods`` (one seed each, or one
-        method alone) as one seed stack; ``owner`` keys the training snapshots (the method, or
-        the batch).
+    def _train(cls, methods: Sequence[Mins], data: OfflineData, run: TrainingRun) -> None:
+        """The WGAN-GP training loop (module notes, 2) of ``methods`` (one seed each) as one
+        seed stack.
 
         A run alone is the stack of one: its Adam has beta1 = 0, so a step moves each weight by
         about lr times the sign of its gradient and a gradient near zero whose sign round-off
@@ -374,18 +356,11 @@ class Mins(Method):
         temperatures = np.linspace(
             config.start_temperature, config.final_temperature, config.epochs
         )
-        losses: list[list[float]] = [[] for _ in methods]
-        snapshots = owner.snapshots(
-            data,
-            generator=generator,
-            critic=critic,
-            generator_optimizer=g_opt,
-            critic_optimizer=d_opt,
-            **{f"noise{k}": g for k, g in enumerate(noises)},
-        )
-        start = snapshots.start(losses[0], config.epochs, check=seed_losses_check(len(methods)))
-        losses = snapshots.saved.get("seed_losses", losses)  # a killed run: go on
-        bar = epoch_bar("MINs", start, config.epochs, len(methods), first.progress)
+        snapshots, losses, bar = seed_loop(
+            run, data, "MINs", len(methods), config.epochs, first.progress,
+            generator=generator, critic=critic, generator_optimizer=g_opt,
+            critic_optimizer=d_opt, **{f"noise{k}": g for k, g in enumerate(noises)},
+        )  # fmt: skip
         n_rows = len(features)
         for epoch in bar:
             tau = float(temperatures[epoch])
@@ -447,8 +422,8 @@ class Mins(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` samples G(z, y_max) with y_max the best offline score, in the data's format."""
-        self._check_fitted()
-        rng = self._search_rng()
+        check_fitted(self)
+        rng = search_rng(self)
         device = next(self.generator_.parameters()).device
         z = torch.from_numpy(rng.standard_normal((n, self.config_.latent_size), np.float32))
         y_max = torch.full((n,), float(self.encoder_.encode_y(self.data_.y).max()))

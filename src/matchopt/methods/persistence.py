@@ -2,7 +2,8 @@
 
 :class:`~matchopt.methods.base.Method` inherits it: ``save`` / ``load`` write and read model
 files (:mod:`matchopt.state`: JSON and tensors, no pickle; what is read is checked before use),
-``get_params`` / ``set_params`` make methods work with ``sklearn.base.clone``.
+``get_params`` / ``set_params`` make methods work with ``sklearn.base.clone``. This module
+knows a method only by the attributes it reads, so that it imports no module that imports it.
 """
 
 from __future__ import annotations
@@ -10,31 +11,35 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from matchopt.config_fields import check_config, check_config_types
 from matchopt.data import OfflineData
 from matchopt.errors import MatchoptError
+from matchopt.methods.wrappers import check_fitted
 from matchopt.runtime import MAX_SEED
 from matchopt.state_checks import check_bool, check_int, check_str, check_type
 
-if TYPE_CHECKING:
-    from matchopt.methods.base import Method
-
 #: What a method's model file holds under "kind" (:mod:`matchopt.state`).
 MODEL_KIND = "method"
+#: The instance attribute that holds a method's run context
+#: (:attr:`~matchopt.methods.base.Method.run`).
+RUN_ATTRIBUTE = "_run"
+#: Instance attributes a model file leaves out: the run context (its snapshot file and ensemble
+#: folder are places on this machine, not part of the model).
+NOT_SAVED = (RUN_ATTRIBUTE,)
+
+M = TypeVar("M", bound="ModelFile")
 
 
 class ModelFile:
     """Model files and parameters of a method (module notes)."""
 
     def __matchopt_state__(self) -> dict[str, Any]:
-        """What a model file keeps (:mod:`matchopt.state`): everything but the run context (its
-        snapshot file and ensemble folder are places on this machine, not part of the model)."""
-        skip = ("context",)
-        return {k: v for k, v in vars(self).items() if k not in skip}
+        """What a model file keeps (:mod:`matchopt.state`): everything but :data:`NOT_SAVED`."""
+        return {k: v for k, v in vars(self).items() if k not in NOT_SAVED}
 
     def __matchopt_check__(self) -> None:
         """Checks of a method read from a model file (:mod:`matchopt.state`): the constructor's
@@ -55,21 +60,6 @@ class ModelFile:
             if "x_scaler_" not in vars(encoder):
                 raise MatchoptError("encoder_ is not fitted")
 
-    def _check_loaded(self, source: str) -> None:
-        """After :meth:`load`: a method with a surrogate predicts its first offline rows (a last
-        check that its networks fit together, before any use)."""
-        if not self.has_surrogate or not hasattr(self, "data_"):
-            return
-        from matchopt.state import check_predictions
-
-        rows = self.data_.x[:2]
-        check_predictions(
-            source,
-            f"{type(self).__name__} fails to predict its own offline rows",
-            lambda: np.asarray(self.predict(rows), dtype=np.float64),
-            len(rows),
-        )
-
     # -- scikit-learn parameters (``sklearn.base.clone`` works) --
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
@@ -89,7 +79,7 @@ class ModelFile:
                 params[f"config__{f.name}"] = getattr(config, f.name)
         return params
 
-    def set_params(self, **params: Any) -> Method:
+    def set_params(self: M, **params: Any) -> M:
         """Set constructor arguments, or config fields as ``config__<field>=value``; returns self.
 
         Raises:
@@ -126,11 +116,11 @@ class ModelFile:
         """
         from matchopt.state import write_state
 
-        self._check_fitted()
+        check_fitted(self)
         return write_state(path, self, MODEL_KIND)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> Method:
+    def load(cls: type[M], path: str | os.PathLike) -> M:
         """The fitted method in a file written by :meth:`save`: it proposes the same designs.
 
         What the file holds is checked before use (:mod:`matchopt.state`; the method's own
@@ -152,5 +142,21 @@ class ModelFile:
                 f"{path}: holds a {type(method).__name__}, not a fitted {cls.__name__}"
             )
         method.device = "cpu"  # files are read onto the CPU, whatever device wrote them
-        method._check_loaded(str(path))
+        check_loaded(method, str(path))
         return method
+
+
+def check_loaded(method: Any, source: str) -> None:
+    """After reading ``method`` from ``source``: a method with a surrogate predicts its first
+    offline rows (a last check that its networks fit together, before any use)."""
+    if not callable(getattr(method, "predict", None)) or not hasattr(method, "data_"):
+        return
+    from matchopt.state import check_predictions
+
+    rows = method.data_.x[:2]
+    check_predictions(
+        source,
+        f"{type(method).__name__} fails to predict its own offline rows",
+        lambda: np.asarray(method.predict(rows), dtype=np.float64),
+        len(rows),
+    )

@@ -16,7 +16,7 @@ import numpy as np
 
 from matchopt.data import OfflineData
 from matchopt.methods.base import Method
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class RandomDesigns(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs drawn uniformly, in the data's own format."""
-        self._check_fitted()
+        check_fitted(self)
         space = self.data_.space
         rng = np.random.default_rng(self.seed)
         if space.is_discrete:

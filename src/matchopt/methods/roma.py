@@ -51,8 +51,8 @@ from tqdm.auto import tqdm
 from matchopt.config_fields import count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.base import Method, search_starts
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.models import GaussianMLP
 from matchopt.runtime import seeded_torch_rng
 
@@ -266,11 +266,11 @@ class Roma(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: RoMA's adaptive search from the ``n`` best offline designs."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
         model = self.model_
         device = next(model.parameters()).device
-        x_init = torch.from_numpy(self._search_starts(n, "topk"))
+        x_init = torch.from_numpy(search_starts(self, n, "topk"))
         x_init = x_init.to(device)
         # Same rows as the top-k starts: targets of the first adaptation.
         targets = torch.from_numpy(self.encoder_.encode_y(self.data_.y[self.data_.top_k(n)]))

@@ -1,37 +1,17 @@
-"""Seeds trained as one batch (:meth:`~matchopt.methods.base.Method.fit_seeds`): what the
-batch's training snapshots know of it, and the per-epoch bookkeeping of a batched loop."""
+"""The per-epoch bookkeeping of a loop that trains seeds as one batch
+(:meth:`~matchopt.methods.training.SeedBatchable._train`): its snapshots' checks, its losses and
+its progress bar."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm.auto import tqdm
 
-from matchopt.checkpoints import LoopSnapshots, loop_snapshots
-
-if TYPE_CHECKING:
-    from matchopt.checkpoints import TrainingCheckpoint
-
-
-@dataclasses.dataclass(frozen=True)
-class SeedBatch:
-    """Several seeds of one method trained at once (:meth:`Method.fit_seeds`): the method's
-    class name, config and seeds (the batch's identity, :func:`~matchopt.checkpoints.run_key`)
-    and its one snapshot file (None: no snapshots)."""
-
-    run_name: str
-    config: Any
-    seeds: tuple[int, ...]
-    snapshot: TrainingCheckpoint | None = None
-
-    def snapshots(self, data: Any, stage: str = "main", **parts: Any) -> LoopSnapshots:
-        """The snapshots of the batch's training loop over ``parts`` (as a method's own
-        :meth:`~matchopt.methods.engine.RunSupport.snapshots`)."""
-        return loop_snapshots(
-            self.snapshot, self.run_name, self.config, self.seeds, data, stage, parts
-        )
+from matchopt.checkpoints import LoopSnapshots, ValuesCheck
+from matchopt.data import OfflineData
+from matchopt.methods.engine import TrainingRun
 
 
 def seed_losses_check(n_seeds: int) -> Callable[[dict[str, Any], int], str | None]:
@@ -92,3 +72,30 @@ def epoch_bar(name: str, start: int, epochs: int, n_seeds: int, progress: bool) 
         disable=not progress,
         leave=False,
     )
+
+
+def seed_loop(
+    run: TrainingRun,
+    data: OfflineData,
+    name: str,
+    n_seeds: int,
+    epochs: int,
+    progress: bool,
+    check: ValuesCheck | None = None,
+    **parts: Any,
+) -> tuple[LoopSnapshots, list[list[float]], tqdm]:
+    """The start of a seed batch's training loop of ``epochs`` epochs over ``parts``: its
+    snapshots (:meth:`~matchopt.methods.engine.TrainingRun.snapshots`, checked by
+    :func:`seed_losses_check` and ``check``, restored where a killed run left one), each seed's
+    losses so far, and the progress bar of the epochs left (:func:`epoch_bar`, named ``name``).
+    """
+    snapshots = run.snapshots(data, **parts)
+    losses: list[list[float]] = [[] for _ in range(n_seeds)]
+    seeds_check = seed_losses_check(n_seeds)
+
+    def full_check(values: dict[str, Any], epoch: int) -> str | None:
+        return seeds_check(values, epoch) or (check(values, epoch) if check else None)
+
+    start = snapshots.start(losses[0], epochs, full_check)
+    losses = snapshots.saved.get("seed_losses", losses)  # a killed run: go on
+    return snapshots, losses, epoch_bar(name, start, epochs, n_seeds, progress)

@@ -11,14 +11,14 @@ import torch
 
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
-from matchopt.methods.seed_batch import SeedBatch, seed_losses_check
-from matchopt.methods.wrappers import fit_all_or_nothing
-from matchopt.models.ensemble_cache import EnsembleCache
+from matchopt.methods.engine import TrainingRun
+from matchopt.methods.seed_batch import seed_losses_check
+from matchopt.methods.training import SeedBatchable
+from matchopt.methods.wrappers import check_fitted
 from matchopt.shared_ensembles import shared_ensemble, shared_seed_ensembles
 
 
-class EnsembleSurrogateMethod(Method):
+class EnsembleSurrogateMethod(SeedBatchable):
     """A method whose config is an :class:`~matchopt.models.EnsembleConfig` and whose surrogate
     is a :class:`~matchopt.models.GaussianEnsemble` fitted on z-scored features and scores.
 
@@ -27,71 +27,54 @@ class EnsembleSurrogateMethod(Method):
         encoder_: maps designs to normalized features and back.
     """
 
-    has_surrogate = True
-    batches_seeds = True
-
-    def _prepare(
-        self, data: OfflineData
-    ) -> tuple[torch.Tensor, torch.Tensor, EnsembleCache | None]:
-        """Fit the encoder; the normalized features and scores on the device, and the ensemble
-        cache (None without a folder)."""
+    def _prepare(self, data: OfflineData) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fit the encoder; the normalized features and scores on the device."""
         self.encoder_ = DesignEncoder(data.space).fit(data.x, data.y)
         features = torch.from_numpy(self.encoder_.encode_x(data.x)).to(self.device_)
         scores = torch.from_numpy(self.encoder_.encode_y(data.y)).to(self.device_)
-        folder = self.context.ensemble_folder
-        cache = None if folder is None else EnsembleCache(folder)
-        return features, scores, cache
-
-    @fit_all_or_nothing
-    def fit(self, data: OfflineData) -> EnsembleSurrogateMethod:
-        features, scores, cache = self._prepare(data)
-        self.ensemble_ = shared_ensemble(
-            features,
-            scores,
-            self.config_,
-            self.seed,
-            self.progress,
-            cache,
-            self.context.seed_batch,
-        )
-        self.data_ = data
-        return self
+        return features, scores
 
     @classmethod
-    def _fit_seeds(
-        cls, methods: Sequence[EnsembleSurrogateMethod], data: OfflineData, run: SeedBatch
+    def _train(
+        cls, batch: Sequence[EnsembleSurrogateMethod], data: OfflineData, run: TrainingRun
     ) -> None:
-        """:meth:`fit` of every seed at once: all seeds' ensemble members trained in lockstep
-        (:func:`~matchopt.shared_ensembles.shared_seed_ensembles`), each seed from its own
-        generators; with an ensemble folder (:meth:`share_ensembles`), stored there for the
-        methods of the same training fields and seeds."""
-        first = methods[0]
-        features, scores, cache = first._prepare(data)
+        """Train each seed's ensemble, taken from or left in the run's ensemble cache where it
+        has one. A plain fit trains its members as
+        :func:`~matchopt.shared_ensembles.shared_ensemble` (with the run's ``seed_batch``: this
+        seed's ensemble from a batch's, where the cache holds it); a batch trains all seeds'
+        members in lockstep (:func:`~matchopt.shared_ensembles.shared_seed_ensembles`), each
+        seed from its own generators, with the run's snapshots."""
+        first = batch[0]
+        features, scores = first._prepare(data)
+        config, cache = first.config_, run.ensemble_cache()
+        if len(batch) == 1:
+            ensembles = [
+                shared_ensemble(
+                    features,
+                    scores,
+                    config,
+                    first.seed,
+                    first.progress,
+                    cache,
+                    run.context.seed_batch,
+                )  # fmt: skip
+            ]
+        else:
 
-        def snapshots(model, optimizer, orders):  # noqa: ANN001, ANN202 (fit_members's parts)
-            return _BatchSnapshots(run, data, model, optimizer, orders)
+            def snapshots(model, optimizer, orders):  # noqa: ANN001, ANN202 (fit_members's parts)
+                return _BatchSnapshots(run, data, model, optimizer, orders)
 
-        ensembles = shared_seed_ensembles(
-            features,
-            scores,
-            first.config_,
-            [m.seed for m in methods],
-            first.progress,
-            cache,
-            snapshots,
-        )
-        for method, ensemble in zip(methods, ensembles):  # the same data: the same encoder
+            seeds = [m.seed for m in batch]
+            ensembles = shared_seed_ensembles(
+                features, scores, config, seeds, first.progress, cache, snapshots
+            )
+        for method, ensemble in zip(batch, ensembles):  # the same data: the same encoder
             method.encoder_, method.ensemble_, method.data_ = first.encoder_, ensemble, data
 
     def fit_report(self) -> dict:
         """Where the ensemble came from, when it was shared through a cache (bench grids)."""
         shared = getattr(self.ensemble_, "shared_", None) if hasattr(self, "ensemble_") else None
         return {"shared_ensemble": shared} if shared else {}
-
-    def resumed_seconds(self) -> float:
-        """Also the training of members that an earlier sitting left in the ensemble cache."""
-        shared = getattr(getattr(self, "ensemble_", None), "shared_", None) or {}
-        return super().resumed_seconds() + float(shared.get("earlier_seconds", 0.0))
 
     def _predict_features(self, x: np.ndarray) -> np.ndarray:
         """Surrogate score (n,) of normalized features (n x d): the ensemble mean."""
@@ -104,7 +87,7 @@ class EnsembleSurrogateMethod(Method):
 
     def predict(self, designs: np.ndarray) -> np.ndarray:
         """Surrogate predictions (n,) of designs, in the units of the offline y."""
-        self._check_fitted()
+        check_fitted(self)
         designs = self.data_.space.validate(designs)
         return self.encoder_.decode_y(self._predict_features(self.encoder_.encode_x(designs)))
 
@@ -113,7 +96,7 @@ class _BatchSnapshots:
     """:func:`~matchopt.models.gaussian.fit_members`'s snapshots of a seed batch: the stacked
     members, their optimizer and batch-order generators, and every member's losses."""
 
-    def __init__(self, run: SeedBatch, data: OfflineData, model, optimizer, orders) -> None:  # noqa: ANN001
+    def __init__(self, run: TrainingRun, data: OfflineData, model, optimizer, orders) -> None:  # noqa: ANN001
         parts = {f"order{k}": g for k, g in enumerate(orders)}
         self.loop = run.snapshots(data, model=model, optimizer=optimizer, **parts)
 

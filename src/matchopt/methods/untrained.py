@@ -21,8 +21,8 @@ import torch
 from matchopt.config_fields import by_design_type, count, learning_rate
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
-from matchopt.methods.base import Method
-from matchopt.methods.wrappers import fit_all_or_nothing, in_default_threads
+from matchopt.methods.base import Method, search_starts
+from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.models import MLP
 from matchopt.runtime import seeded_torch_rng
 from matchopt.search import gradient_ascent, search_start
@@ -76,10 +76,10 @@ class Untrained(Method):
     @in_default_threads
     def propose(self, n: int = 128) -> np.ndarray:
         """``n`` designs: Adam ascent on the untrained MLP from ``config.init`` starts."""
-        self._check_fitted()
+        check_fitted(self)
         config = self.config_
         lr = by_design_type(config.search_lr, self.data_.space.is_discrete, 0.01, 0.001)
         device = next(self.model_.parameters()).device
-        starts = torch.from_numpy(self._search_starts(n, config.init)).to(device)
+        starts = torch.from_numpy(search_starts(self, n, config.init)).to(device)
         final = gradient_ascent(self.model_, starts, config.search_steps, lr)
         return self.encoder_.decode_x(final.cpu().numpy())

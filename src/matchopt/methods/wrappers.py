@@ -1,5 +1,6 @@
 """The decorators every method's ``fit`` and ``propose`` carry (written where they apply, in each
-method's file): matchopt's thread default, and a ``fit`` that is all or nothing.
+method's file): matchopt's thread default, and a ``fit`` that is all or nothing; and the check
+that a method was fitted (:func:`check_fitted`).
 
     class MyMethod(Method):
         @fit_all_or_nothing
@@ -15,6 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from matchopt.errors import MatchoptError
 from matchopt.runtime import default_threads_unless_chosen
 
 M = TypeVar("M")
@@ -24,6 +26,16 @@ def forget_learned(method: Any) -> None:
     """Delete what ``fit`` learned (:func:`_learned_names`)."""
     for name in _learned_names(method):
         delattr(method, name)
+
+
+def check_fitted(method: Any) -> None:
+    """Raise unless ``method`` was fitted (it holds its offline data, ``data_``).
+
+    Raises:
+        MatchoptError: the method was not fitted (or its last fit failed).
+    """
+    if not hasattr(method, "data_"):
+        raise MatchoptError(f"{type(method).__name__} must be fitted before propose()")
 
 
 def _learned_names(method: Any) -> list[str]:

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 from matchopt.data import OfflineData, design_groups
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import printable
+from matchopt.methods.base import has_surrogate
 from matchopt.models import EnsembleConfig, GaussianEnsemble
 from matchopt.state_checks import is_number
 from matchopt.tabular.calibration import Calibration, cross_validate, design_folds, far_distance
@@ -28,8 +29,7 @@ from matchopt.validation import ranking_metrics
 
 if TYPE_CHECKING:
     from matchopt.methods.base import Method
-    from matchopt.tabular.optimizer import TableOptimizer
-    from matchopt.tabular.settings import CheckedSettings
+    from matchopt.tabular.fitted import FittedTable
 
 #: Ranking surrogate for methods without ``predict``, per preset (as CMA-ES / BO-qEI's ensemble).
 RANKER_PRESETS: dict[str, EnsembleConfig] = {
@@ -40,15 +40,12 @@ RANKER_PRESETS: dict[str, EnsembleConfig] = {
 CHOICE_KEYS = ("choice", "protocol", "left_out", "held_out_designs", "lower_designs")
 
 
-def fit_method(checked: CheckedSettings, data: OfflineData) -> tuple[Method, dict | None]:
-    """The method of ``checked``, fitted on ``data``, and the report of its per-table choice
+def fit_method(method: Method, data: OfflineData) -> tuple[Method, dict | None]:
+    """``method`` (:func:`~matchopt.tabular.optimizer.new_method`, unfitted) fitted on
+    ``data``, and the report of its per-table choice
     (:class:`~matchopt.methods.auto.AutoChoice`: its pick and why; None for other methods)."""
-    settings = checked.settings
-    method = checked.entry.cls(
-        checked.config, seed=settings.seed, progress=settings.progress, device=settings.device
-    )
     method.fit(data)
-    report = method.fit_report() if method.has_surrogate else {}
+    report = method.fit_report() if has_surrogate(method) else {}
     choice = {key: report[key] for key in CHOICE_KEYS if key in report}
     return method, choice if "choice" in report else None
 
@@ -182,7 +179,7 @@ def calibrate(
 # --- What was fitted, in words --------------------------------------------------------------------
 
 
-def fit_summary(optimizer: TableOptimizer, source: str) -> list[str]:
+def fit_summary(optimizer: FittedTable, source: str) -> list[str]:
     """The lines ``matchopt optimize`` prints once the fit is done: the table and its design,
     the ignored columns, the per-table choice, the held-out fit."""
     schema = optimizer.schema_
@@ -198,7 +195,7 @@ def fit_summary(optimizer: TableOptimizer, source: str) -> list[str]:
     return lines
 
 
-def fit_line(optimizer: TableOptimizer) -> str:
+def fit_line(optimizer: FittedTable) -> str:
     """How the table was split and how well the predictor did on the held-out designs."""
     quality, cross = optimizer.fit_quality_, optimizer.cross_validation_
     if quality is None:

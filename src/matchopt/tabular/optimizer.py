@@ -44,6 +44,8 @@ from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError, printable
 from matchopt.methods import RECOMMENDED_METHOD, get_method_entry
+from matchopt.methods.base import Method, has_surrogate
+from matchopt.methods.persistence import check_loaded
 from matchopt.models import GaussianEnsemble
 from matchopt.runtime import MAX_SEED, limit_threads, resolve_device
 from matchopt.safe_paths import as_path
@@ -166,6 +168,14 @@ def make_proposals(
             "measured rows or filtered out); nothing written"
         )
     return proposals, messages
+
+
+def new_method(checked: CheckedSettings) -> Method:
+    """The method ``checked`` names, with its config, seed and device, unfitted."""
+    settings = checked.settings
+    return checked.entry.cls(
+        checked.config, seed=settings.seed, progress=settings.progress, device=settings.device
+    )
 
 
 def read_designs(
@@ -359,11 +369,11 @@ class TableOptimizer:
         then the method, the ensemble and its calibration (:mod:`.fit`)."""
         self.preset_ = checked.preset
         schema, data = read_designs(frame, source, checked)
-        method, self.choice_ = fit_method(checked, data)
+        method, self.choice_ = fit_method(new_method(checked), data)
         self.ensemble_encoder_, self.ensemble_ = fit_ensemble(
             data, checked.preset, self.seed, self.progress, checked.device
         )
-        if method.has_surrogate:
+        if has_surrogate(method):
             self.ranker_ = None
             self.ranking_ = f"{self.method}'s own surrogate"
         else:
@@ -539,7 +549,7 @@ class TableOptimizer:
             raise MatchoptError(f"{source}: not a matchopt model file (saved by --save-model)")
         # Files are read onto the CPU, whatever device wrote them (as Method.load).
         optimizer.device = optimizer.method_.device = "cpu"
-        optimizer.method_._check_loaded(source)
+        check_loaded(optimizer.method_, source)
         rows = optimizer.data_.x[:2]
         check_predictions(
             source,
@@ -609,7 +619,7 @@ def _check_loaded_parts(optimizer: TableOptimizer, entry: Any) -> None:
     _check_loaded_reports(opt)
     if ranker is not None and ranker is not ensemble:
         raise MatchoptError("ranker_ is another ensemble than ensemble_")
-    if ranker is None and not method.has_surrogate:
+    if ranker is None and not has_surrogate(method):
         raise MatchoptError(f"ranker_ is None, but {type(method).__name__} cannot rank")
     if schema.space != data.space:
         raise MatchoptError(

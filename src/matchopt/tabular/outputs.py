@@ -32,7 +32,7 @@ from matchopt.tabular.report_page import ReportContext, write_report
 from matchopt.tabular.schema import CSV_SUFFIXES, FLAG_NAME, PARQUET_SUFFIXES
 
 if TYPE_CHECKING:
-    from matchopt.tabular.optimizer import TableOptimizer
+    from matchopt.tabular.fitted import FittedTable
 
 #: Suffixes proposals can be written as.
 OUTPUT_SUFFIXES = CSV_SUFFIXES + PARQUET_SUFFIXES
@@ -197,7 +197,7 @@ def write_file(path: Path, data: bytes) -> None:
 
 
 def write_outputs(
-    optimizer: TableOptimizer,
+    optimizer: FittedTable,
     proposals: pd.DataFrame,
     messages: Sequence[str],
     paths: OutputPaths,
@@ -259,7 +259,7 @@ def _written(written: list[tuple[str, Path]], not_written: list[tuple[str, Path]
 
 
 def write_report_file(
-    optimizer: TableOptimizer,
+    optimizer: FittedTable,
     path: str | Path,
     proposals: pd.DataFrame,
     command: str = "",
@@ -275,7 +275,7 @@ def write_report_file(
 
 
 def report_context(
-    optimizer: TableOptimizer,
+    optimizer: FittedTable,
     proposals: pd.DataFrame,
     command: str = "",
     warnings: Sequence[str] = (),
@@ -313,7 +313,7 @@ def report_context(
     )
 
 
-def _cross_validation_view(optimizer: TableOptimizer) -> dict | None:
+def _cross_validation_view(optimizer: FittedTable) -> dict | None:
     """The cross-validation in the user's units and sign, as the report shows it (None without
     intervals)."""
     schema = optimizer.schema_
@@ -337,7 +337,7 @@ def _cross_validation_view(optimizer: TableOptimizer) -> dict | None:
     }
 
 
-def _choices(optimizer: TableOptimizer) -> list[str]:
+def _choices(optimizer: FittedTable) -> list[str]:
     """What was chosen, one line each: method, ranking, predictor, distance limits."""
     schema = optimizer.schema_
     cross = getattr(optimizer, "cross_validation_", {}) or {}
@@ -356,7 +356,7 @@ def _choices(optimizer: TableOptimizer) -> list[str]:
     return choice
 
 
-def _settings_view(optimizer: TableOptimizer) -> dict[str, str]:
+def _settings_view(optimizer: FittedTable) -> dict[str, str]:
     """The settings that reproduce the run, as text."""
     opt = optimizer
     overrides = ", ".join(f"{k}={v}" for k, v in (opt.overrides or {}).items())
@@ -376,7 +376,7 @@ def _settings_view(optimizer: TableOptimizer) -> dict[str, str]:
     }
 
 
-def _api_command(optimizer: TableOptimizer) -> str:
+def _api_command(optimizer: FittedTable) -> str:
     """The Python call that reproduces the fit (for reports of API runs)."""
     opt = optimizer
     options = {

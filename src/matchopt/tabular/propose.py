@@ -59,7 +59,7 @@ from matchopt.errors import MatchoptError
 from matchopt.tabular.schema import FLAG_NAME, RANKING_NAME, TableSchema, read_frame
 
 if TYPE_CHECKING:
-    from matchopt.tabular.optimizer import TableOptimizer
+    from matchopt.tabular.fitted import FittedTable
 
 #: Most proposal rounds of a method whose proposals are samples.
 MAX_ROUNDS = 3
@@ -76,7 +76,7 @@ class ProposalWarning(UserWarning):
 
 
 def predict_rows(
-    opt: TableOptimizer, data: pd.DataFrame | str | os.PathLike, source: str | None
+    opt: FittedTable, data: pd.DataFrame | str | os.PathLike, source: str | None
 ) -> pd.DataFrame:
     """Predictions for the user's candidate designs, in their order
     (:meth:`TableOptimizer.predict <matchopt.tabular.TableOptimizer.predict>`)."""
@@ -86,7 +86,7 @@ def predict_rows(
     return with_predictions(opt, frame, designs, ranking, distances)
 
 
-def rank_rows(opt: TableOptimizer, out: pd.DataFrame) -> pd.DataFrame:
+def rank_rows(opt: FittedTable, out: pd.DataFrame) -> pd.DataFrame:
     """Predicted candidates (:func:`predict_rows`), best first by the ranking surrogate; warns
     of extrapolated predictions as proposing does."""
     schema = opt.schema_
@@ -97,7 +97,7 @@ def rank_rows(opt: TableOptimizer, out: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def propose_designs(opt: TableOptimizer, count: int) -> np.ndarray:
+def propose_designs(opt: FittedTable, count: int) -> np.ndarray:
     """Up to ``count`` designs of the method's own search, checked, their categories chosen
     (:func:`choose_categories`)."""
     designs = opt.method_.propose_up_to(count)
@@ -105,7 +105,7 @@ def propose_designs(opt: TableOptimizer, count: int) -> np.ndarray:
     return choose_categories(opt, designs)
 
 
-def choose_categories(opt: TableOptimizer, designs: np.ndarray) -> np.ndarray:
+def choose_categories(opt: FittedTable, designs: np.ndarray) -> np.ndarray:
     """With ``categories="search"``: each design's categories, one column at a time, the
     best predicted by the ranking surrogate with the rest of the design fixed (the current
     category unless another is predicted strictly higher); a design this would turn into a
@@ -138,7 +138,7 @@ def choose_categories(opt: TableOptimizer, designs: np.ndarray) -> np.ndarray:
 
 
 def read_candidates(
-    opt: TableOptimizer, data: pd.DataFrame | str | os.PathLike, source: str | None
+    opt: FittedTable, data: pd.DataFrame | str | os.PathLike, source: str | None
 ) -> tuple[pd.DataFrame, np.ndarray]:
     """The candidates' feature columns as given, and their designs."""
     frame, source = read_frame(data, source, "candidates")
@@ -147,7 +147,7 @@ def read_candidates(
     return frame[opt.schema_.feature_names].reset_index(drop=True), designs
 
 
-def propose_rows(opt: TableOptimizer, n: int) -> pd.DataFrame:
+def propose_rows(opt: FittedTable, n: int) -> pd.DataFrame:
     """Up to ``n`` new rows in the table's format, best predicted first
     (:meth:`TableOptimizer.propose <matchopt.tabular.TableOptimizer.propose>`, which checks
     ``n``) from a fitted optimizer."""
@@ -201,7 +201,7 @@ def propose_rows(opt: TableOptimizer, n: int) -> pd.DataFrame:
     return out
 
 
-def unseen_tokens(opt: TableOptimizer) -> np.ndarray:
+def unseen_tokens(opt: FittedTable) -> np.ndarray:
     """Tokens of the sequence's alphabet that no measured row uses (``--alphabet`` letters
     the table never shows): the model knows nothing of them."""
     if opt.schema_.sequence is None:
@@ -210,7 +210,7 @@ def unseen_tokens(opt: TableOptimizer) -> np.ndarray:
     return np.setdiff1d(tokens, np.unique(opt.data_.x))
 
 
-def warn_unseen(opt: TableOptimizer, pool: Pool) -> None:
+def warn_unseen(opt: FittedTable, pool: Pool) -> None:
     """One warning where the alphabet holds letters no measured row uses (left out)."""
     if pool.unseen.size:
         letters = "".join(opt.schema_.sequence.alphabet[t] for t in pool.unseen)
@@ -224,7 +224,7 @@ def warn_unseen(opt: TableOptimizer, pool: Pool) -> None:
 
 
 def with_predictions(
-    opt: TableOptimizer,
+    opt: FittedTable,
     rows: pd.DataFrame,
     designs: np.ndarray,
     ranking: np.ndarray,
@@ -266,7 +266,7 @@ def with_predictions(
     return out
 
 
-def collect(opt: TableOptimizer, pool: Pool, n: int) -> np.ndarray:
+def collect(opt: FittedTable, pool: Pool, n: int) -> np.ndarray:
     """The method's own designs into ``pool`` (returned), then the top-up candidates: more
     of its designs while fewer than ``n`` are new (module docstring, 1-3)."""
     cap = opt.method_.proposal_cap(len(opt.data_))
@@ -290,7 +290,7 @@ def collect(opt: TableOptimizer, pool: Pool, n: int) -> np.ndarray:
 
 
 def warn_of_proposals(
-    opt: TableOptimizer,
+    opt: FittedTable,
     out: pd.DataFrame,
     n: int,
     searched: int,
@@ -334,7 +334,7 @@ def warn_of_proposals(
         )
 
 
-def warn_extrapolation(opt: TableOptimizer, out: pd.DataFrame, stacklevel: int) -> None:
+def warn_extrapolation(opt: FittedTable, out: pd.DataFrame, stacklevel: int) -> None:
     """A warning naming how many predictions the table does not support, and why."""
     calibration = getattr(opt, "calibration_", None)
     if calibration is None or not len(out) or not out[FLAG_NAME].any():
@@ -366,7 +366,7 @@ def warn_extrapolation(opt: TableOptimizer, out: pd.DataFrame, stacklevel: int) 
 
 
 def diverse(
-    opt: TableOptimizer, designs: np.ndarray, order: np.ndarray, n: int, kept: Sequence[int] = ()
+    opt: FittedTable, designs: np.ndarray, order: np.ndarray, n: int, kept: Sequence[int] = ()
 ) -> np.ndarray:
     """``kept``, then the first of ``order`` that are at least ``diversity`` from each other
     and from ``kept``, up to ``n`` in all."""
@@ -385,7 +385,7 @@ def diverse(
 
 
 def fill_with_neighbours(
-    opt: TableOptimizer,
+    opt: FittedTable,
     pool: Pool,
     designs: np.ndarray,
     table: pd.DataFrame,
@@ -426,7 +426,7 @@ def fill_with_neighbours(
     return designs, pool.table(), predicted, distances, chosen, radius
 
 
-def shortfall_cause(opt: TableOptimizer, pool: Pool, distances: np.ndarray) -> str:
+def shortfall_cause(opt: FittedTable, pool: Pool, distances: np.ndarray) -> str:
     """Why fewer designs than asked for came back, in words."""
     schema = opt.schema_
     if schema.sequence is not None:
