@@ -59,6 +59,7 @@ class Declared:
     hidden: tuple[int, ...] = widths((8, 4))
     rows: int | None = optional_count()
     kappa: int = number(5, 1, 1000)
+    level: int = dataclasses.field(default=1, metadata={"choices": (1, 2)})
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))

@@ -22,6 +22,9 @@ import numpy as np
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.state_checks import describe, is_int, is_number
 
+#: The metadata keys by which a config field declares what it means.
+DECLARATIONS = frozenset({"kind", "range", "choices"})
+
 
 def number(
     default: Any,
@@ -183,15 +186,13 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
 
 def undeclared_fields(config_class: type) -> list[str]:
     """The numeric fields of ``config_class`` (int, int or None, tuples of ints) that declare
-    neither a kind (:func:`count`, :func:`optional_count`, :func:`widths`) nor a range
-    (:func:`number`): :func:`check_config` would not check them."""
+    no kind (:func:`count`, :func:`optional_count`, :func:`widths`), range (:func:`number`) or
+    choices: the config checks would not check them."""
     hints = get_type_hints(config_class)
     return [
         f.name
         for f in dataclasses.fields(config_class)
-        if _is_numeric(hints.get(f.name, Any))
-        and "kind" not in f.metadata
-        and "range" not in f.metadata
+        if _is_numeric(hints.get(f.name, Any)) and not DECLARATIONS & f.metadata.keys()
     ]
 
 
