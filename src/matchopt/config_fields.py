@@ -1,8 +1,10 @@
 """Method configs: fields that state their own check, and the checks that read them.
 
-A field declares its range (and why) or its choices in its dataclass metadata (:func:`number`,
-:func:`count` and the kinds built on them; ``metadata={"choices": ...}``), so that it keeps its
-check whatever it is named. :func:`check_config` and :func:`check_config_types` read them;
+A field declares what it means in its dataclass metadata: its range (and why) with
+:func:`number` and the kinds built on it, a count with :func:`count` (or :func:`optional_count`),
+layer widths with :func:`widths`, or its choices (``metadata={"choices": ...}``), so that it keeps
+its check whatever it is named or typed. :func:`check_config` and :func:`check_config_types` read
+them; :func:`undeclared_fields` names the numeric fields that declare nothing.
 :func:`convert_option` and :func:`parse_set_options` turn ``--set key=value`` text into values.
 """
 
@@ -19,6 +21,9 @@ import numpy as np
 
 from matchopt.errors import ConfigError, MatchoptError
 from matchopt.state_checks import describe, is_int, is_number
+
+#: The metadata keys by which a config field declares what it means.
+DECLARATIONS = frozenset({"kind", "range", "choices"})
 
 
 def number(
@@ -38,8 +43,18 @@ def number(
 
 
 def count(default: Any, minimum: int = 1) -> Any:
-    """A count: an integer >= ``minimum`` (fields left as plain ``int`` are counts >= 1)."""
-    return field(default=default, metadata={"minimum": minimum})
+    """A count: an integer >= ``minimum``."""
+    return field(default=default, metadata={"kind": "count", "minimum": minimum})
+
+
+def optional_count(default: Any = None, minimum: int = 1) -> Any:
+    """A count that may be left unset: None, or an integer >= ``minimum``."""
+    return field(default=default, metadata={"kind": "count", "minimum": minimum, "optional": True})
+
+
+def widths(default: Any) -> Any:
+    """Layer widths: a tuple of integers, each >= 1."""
+    return field(default=default, metadata={"kind": "widths"})
 
 
 def learning_rate(default: Any) -> Any:
@@ -92,25 +107,28 @@ def config_choices(config_class: type) -> dict[str, tuple]:
 
 
 def convert_option(value: Any, hint: Any, key: str) -> Any:
-    """Convert a ``--set`` string to the type of config field ``key``."""
+    """Convert a ``--set`` string to the type of config field ``key`` (its type hint ``hint``):
+    bool, int, float, a tuple of ints (text separated by commas), each or None (``none``); text
+    for other types."""
     if not isinstance(value, str):
         return value
     text = value.strip()
-    hint_text = str(hint)
-    optional = " (or none)" if "None" in hint_text else ""
-    if text.lower() == "none" and optional:
+    base, allows_none = _without_none(hint)
+    optional = " (or none)" if allows_none else ""
+    if text.lower() == "none" and allows_none:
         return None
-    if hint is bool or hint_text.startswith("bool"):
+    if base is bool:
         if text.lower() in ("1", "true", "yes", "on"):
             return True
         if text.lower() in ("0", "false", "no", "off"):
             return False
         raise ConfigError(key, value, f"{value!r} is not true or false")
     readers = (
-        ("tuple" in hint_text, lambda: tuple(int(v) for v in text.split(",") if v.strip()),
+        (base is tuple or typing.get_origin(base) is tuple,
+         lambda: tuple(int(v) for v in text.split(",") if v.strip()),
          "integers separated by commas"),
-        (hint is int or hint_text.startswith("int"), lambda: int(text), "an integer"),
-        (hint is float or hint_text.startswith("float"), lambda: float(text), "a number"),
+        (base is int, lambda: int(text), "an integer"),
+        (base is float, lambda: float(text), "a number"),
     )  # fmt: skip
     for applies, read, words in readers:
         if applies:
@@ -121,13 +139,23 @@ def convert_option(value: Any, hint: Any, key: str) -> Any:
     return text
 
 
+def _without_none(hint: Any) -> tuple[Any, bool]:
+    """The type ``hint`` names, None left out (``int | None`` -> int), and whether it allows
+    None; a union of several other types stays as it is."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = typing.get_args(hint)
+        others = tuple(a for a in args if a is not type(None))
+        return (others[0] if len(others) == 1 else hint), type(None) in args
+    return hint, False
+
+
 def check_config(config: Any, allow_zero_counts: bool = False) -> None:
     """Refuse values no method can run with, naming the field and its allowed range.
 
-    Integer fields are counts (>= 1, or the minimum a :func:`count` field states); floats are
-    finite; a field that states its range (:func:`number` and the kinds built on it: learning
-    rates, step lengths, trust radii, pessimism, shares, ...) is in it; widths (tuples of ints)
-    are >= 1.
+    Only what a field declares in its metadata is checked, never what its type or name suggests:
+    a :func:`count` (or :func:`optional_count`) is an integer >= its minimum; :func:`widths` are
+    >= 1; a field that states its range (:func:`number` and the kinds built on it: learning
+    rates, step lengths, trust radii, pessimism, shares, ...) is in it. Every float is finite.
     ``allow_zero_counts`` lowers every count's minimum to 0 (configs built in code, e.g. an
     untrained model for a test); negative counts are always refused.
 
@@ -146,13 +174,34 @@ def check_config(config: Any, allow_zero_counts: bool = False) -> None:
             if not ((value > low if above else value >= low) and value <= high):
                 shown = f"> {low:g}" if above and high == math.inf else f"in [{low:g}, {high:g}]"
                 raise ConfigError(f.name, value, f.metadata.get("words", f"must be {shown}"))
-        if isinstance(value, int):
+        kind = f.metadata.get("kind")
+        if kind == "count" and isinstance(value, int):
             low = 0 if allow_zero_counts else f.metadata.get("minimum", 1)
             if value < low:
                 raise ConfigError(f.name, value, f"must be an integer >= {low}")
-        elif isinstance(value, tuple) and all(isinstance(v, int) for v in value):
-            if any(v < 1 for v in value):
+        elif kind == "widths" and isinstance(value, tuple):
+            if all(isinstance(v, int) for v in value) and any(v < 1 for v in value):
                 raise ConfigError(f.name, ",".join(map(str, value)), "widths must be >= 1")
+
+
+def undeclared_fields(config_class: type) -> list[str]:
+    """The numeric fields of ``config_class`` (int, int or None, tuples of ints) that declare
+    no kind (:func:`count`, :func:`optional_count`, :func:`widths`), range (:func:`number`) or
+    choices: the config checks would not check them."""
+    hints = get_type_hints(config_class)
+    return [
+        f.name
+        for f in dataclasses.fields(config_class)
+        if _is_numeric(hints.get(f.name, Any)) and not DECLARATIONS & f.metadata.keys()
+    ]
+
+
+def _is_numeric(hint: Any) -> bool:
+    """Whether a config field type is an int, a tuple of ints, or either or None."""
+    base, _ = _without_none(hint)
+    if typing.get_origin(base) is tuple:
+        return all(arg in (int, Ellipsis) for arg in typing.get_args(base))
+    return base is int
 
 
 def check_config_types(config: Any) -> None:

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from matchopt.config_fields import count
 from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.data import OfflineData, design_groups
 from matchopt.errors import MatchoptError
@@ -73,7 +74,7 @@ class AutoConfig:
     judge_quantile: float = field(default=0.8, metadata={"range": (0.1, 0.95)})
     """Members are judged after a fit without the designs whose mean score is above this
     quantile of the designs' mean scores (the held-out top designs they must reach)."""
-    judged_designs: int = 128
+    judged_designs: int = count(128)
     """Designs each pseudo-offline fit proposes for the judge."""
     pessimism: float = pessimism_field(1.0)
     """The judge score is the surrogates' mean minus this times their spread (it ranks the
@@ -81,7 +82,7 @@ class AutoConfig:
     min_distance: float = field(default=0.01, metadata={"range": (0.0, 1.0)})
     """No two continuous designs closer than this (root-mean-square difference per feature, in
     units of the widths of the box the rows span)."""
-    cma_max_features: int = 2048
+    cma_max_features: int = count(2048)
     """CMA-ES is left out of the pool above this many features (tokens: length x vocabulary)."""
 
 

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.config_fields import by_design_type, count, learning_rate
+from matchopt.config_fields import by_design_type, count, learning_rate, optional_count
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -87,7 +87,7 @@ class BDIConfig:
     """Adam step size; None = 0.1 for discrete designs (logits), 0.001 for continuous ones."""
     init: str = search_start()
     """Search starts: topk (code), random offline rows, or gaussian N(0, I)."""
-    max_rows: int | None = 40_000
+    max_rows: int | None = optional_count(40_000)
     """Offline rows in the kernel; larger sets become a seeded random subset (None: all rows)."""
 
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from matchopt.config_fields import count
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import search_rng
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
@@ -55,23 +56,23 @@ class BoQeiConfig(EnsembleConfig):
     """BO-qEI hyperparameters (after the ensemble's, :class:`EnsembleConfig`); defaults are
     design-baselines'."""
 
-    gp_samples: int = 500
+    gp_samples: int = count(500)
     """The GP starts on this many best offline designs."""
     noise_se: float = 0.1
     """Observation noise std: GP fixed noise variance noise_se^2, noise added to observations."""
-    rounds: int = 10
+    rounds: int = count(10)
     """BO rounds (acquisitions)."""
-    q: int = 32
+    q: int = count(32)
     """Candidates per round (the qEI batch size)."""
-    mc_samples: int = 128
+    mc_samples: int = count(128)
     """Sobol QMC samples of the qEI estimate."""
-    num_restarts: int = 10
+    num_restarts: int = count(10)
     """Restarts of the acquisition optimization."""
-    raw_samples: int = 128
+    raw_samples: int = count(128)
     """Raw samples for the restarts' initialization heuristic."""
-    batch_limit: int = 5
+    batch_limit: int = count(5)
     """Restarts optimized jointly at a time."""
-    maxiter: int = 200
+    maxiter: int = count(200)
     """L-BFGS-B iterations per acquisition optimization."""
 
 

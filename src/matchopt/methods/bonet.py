@@ -78,7 +78,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from matchopt.config_fields import count, learning_rate
+from matchopt.config_fields import count, learning_rate, optional_count
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -103,11 +103,11 @@ from matchopt.state_checks import check_int
 class BONETConfig:
     """BONET hyperparameters; defaults are baselines.md's (the authors' TF-Bind-8 scripts)."""
 
-    n_bins: int = 64
+    n_bins: int = count(64)
     """Equal-width regret bins."""
     trajectory_length: int = count(128, minimum=2)
     """Points per trajectory."""
-    n_trajectories: int = 800
+    n_trajectories: int = count(800)
     """Training trajectories."""
     smoothing: float = 0.03
     """K = smoothing * N in the bin score n_b / (n_b + K) * exp((ybar_b - 1) / tau)."""
@@ -115,29 +115,29 @@ class BONETConfig:
     """tau = 1 - this percentile of the regrets."""
     bin_value: str = field(default="mean", metadata={"choices": ("mean", "center")})
     """ybar_b: mean normalized y of the bin (baselines.md) or the bin centre (authors' code)."""
-    embed_dim: int = 128
+    embed_dim: int = count(128)
     """Transformer width."""
-    n_layers: int = 8
+    n_layers: int = count(8)
     """Transformer layers."""
-    n_heads: int = 8
+    n_heads: int = count(8)
     """Attention heads."""
-    context_length: int = 64
+    context_length: int = count(64)
     """(RTG, x) pairs the transformer sees at once."""
     dropout: float = 0.1
     """Dropout in the embeddings and every transformer layer."""
-    epochs: int = 75
+    epochs: int = count(75)
     """Training epochs (each visits every trajectory window once)."""
-    batch_size: int = 128
+    batch_size: int = count(128)
     """Windows per optimizer step."""
     lr: float = learning_rate(1e-4)
     """AdamW learning rate."""
     weight_decay: float = 0.1
     """AdamW weight decay (linear and attention weights only)."""
-    prompt_length: int = 64
+    prompt_length: int = count(64)
     """Offline points that prompt each rollout; the rollout adds trajectory_length - this."""
     target_rtg: float = 0.0
     """Regret budget left after the prompt, held during the rollout."""
-    micro_batch: int | None = None
+    micro_batch: int | None = optional_count()
     """Windows per forward pass: each batch's gradient is summed over batch_size / micro_batch
     passes before the step (the same gradient up to summation order, but other dropout masks);
     None = the whole batch in one pass, as the authors. 32 measured 1.04x faster on a 2-core

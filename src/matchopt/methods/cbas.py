@@ -47,7 +47,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import count, learning_rate, widths
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method
@@ -62,33 +62,33 @@ from matchopt.runtime import seeded_torch_rng
 class CbASConfig:
     """CbAS hyperparameters; defaults are design-baselines' (every Design-Bench task)."""
 
-    n_models: int = 5
+    n_models: int = count(5)
     """Members of the bootstrapped forward ensemble."""
-    ensemble_hidden: tuple[int, ...] = (256,)
+    ensemble_hidden: tuple[int, ...] = widths((256,))
     """Hidden layer widths of every ensemble member."""
-    ensemble_epochs: int = 100
+    ensemble_epochs: int = count(100)
     """Training epochs of every ensemble member."""
     ensemble_lr: float = learning_rate(3e-4)
     """Adam learning rate of the ensemble."""
-    ensemble_batch_size: int = 100
+    ensemble_batch_size: int = count(100)
     """Mini-batch size of the ensemble."""
-    latent_size: int = 32
+    latent_size: int = count(32)
     """Dimension of the VAE latent z."""
-    vae_hidden: tuple[int, ...] = (256,)
+    vae_hidden: tuple[int, ...] = widths((256,))
     """Hidden layer widths of the VAE encoder and decoder."""
     vae_lr: float = learning_rate(3e-4)
     """Adam learning rate of the VAEs (p, and q across all rounds)."""
     vae_beta: float = 1.0
     """Weight of the KL term of the ELBO."""
-    vae_batch_size: int = 100
+    vae_batch_size: int = count(100)
     """Mini-batch size of the VAEs."""
-    prior_epochs: int = 200
+    prior_epochs: int = count(200)
     """Training epochs of the prior p on the offline designs."""
-    iterations: int = 20
+    iterations: int = count(20)
     """Rounds of adaptive sampling."""
-    samples_per_iteration: int = 1000
+    samples_per_iteration: int = count(1000)
     """Designs drawn from q each round (design-baselines: 10 batches of 100)."""
-    online_epochs: int = 10
+    online_epochs: int = count(10)
     """Epochs of weighted training of q each round."""
     percentile: float = 80.0
     """gamma = this percentile of the ensemble means of the round's samples."""

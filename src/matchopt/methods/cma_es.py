@@ -37,6 +37,7 @@ import torch
 from tqdm.auto import tqdm
 
 from matchopt.checkpoints import TrainingCheckpoint, shown
+from matchopt.config_fields import count, optional_count
 from matchopt.errors import MatchoptError
 from matchopt.methods.base import search_rng, search_starts
 from matchopt.methods.engine import TrainingRun
@@ -54,13 +55,13 @@ class CmaEsConfig(EnsembleConfig):
 
     sigma0: float = 0.5
     """Initial CMA-ES step size (in the z-scored space)."""
-    max_iterations: int = 100
+    max_iterations: int = count(100)
     """Most CMA-ES iterations (generations) per run."""
-    popsize: int | None = None
+    popsize: int | None = optional_count()
     """Population size; None = pycma's default 4 + floor(3 ln d)."""
     init: str = search_start()
     """Run starts: topk (design-baselines), random offline rows, or gaussian N(0, I)."""
-    runs_at_once: int | None = None
+    runs_at_once: int | None = optional_count()
     """Runs advanced in lockstep (one surrogate call for their populations); None = as many as
     keep their d x d matrices within 4 GiB (all 128 up to d = 1,448; 10 on hopper, d = 5,126,
     where each run holds 2 x 210 MB)."""

@@ -43,7 +43,7 @@ import torch
 from torch import nn
 
 from matchopt.checkpoints import state_problem
-from matchopt.config_fields import by_design_type, count, learning_rate
+from matchopt.config_fields import by_design_type, count, learning_rate, widths
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import search_starts
@@ -61,11 +61,11 @@ from matchopt.search import gradient_ascent
 class ComsConfig:
     """COMs hyperparameters; defaults are the design-baselines launch scripts' (baselines.md)."""
 
-    hidden: tuple[int, ...] = (2048, 2048)
+    hidden: tuple[int, ...] = widths((2048, 2048))
     """Hidden layer widths of the ReLU model."""
-    epochs: int = 50
+    epochs: int = count(50)
     """Training epochs over the offline data."""
-    batch_size: int = 128
+    batch_size: int = count(128)
     """Rows per training batch."""
     lr: float = learning_rate(3e-4)
     """Adam learning rate of the model."""
@@ -77,7 +77,7 @@ class ComsConfig:
     """Overestimation limit; None = 2.0 for discrete designs, 0.5 for continuous ones."""
     particle_lr: float | None = learning_rate(None)
     """Ascent step before the sqrt(dim) scaling; None = 2.0 discrete, 0.05 continuous."""
-    train_steps: int = 50
+    train_steps: int = count(50)
     """Gradient-ascent steps that make the negatives of each batch."""
     search_steps: int = count(50, minimum=0)
     """Gradient-ascent steps of the final search."""

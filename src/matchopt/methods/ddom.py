@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import count, learning_rate, widths
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -74,7 +74,7 @@ from matchopt.weighting import adaptive_temperature, score_bin_weights
 class DdomConfig:
     """DDOM hyperparameters; defaults are the paper's / public code's."""
 
-    hidden: tuple[int, ...] = (1024, 1024, 1024)
+    hidden: tuple[int, ...] = widths((1024, 1024, 1024))
     """Hidden layer widths (Swish) of the network."""
     beta_min: float = 0.01
     """beta(0) of the VP-SDE."""
@@ -86,19 +86,19 @@ class DdomConfig:
     """Probability of replacing the condition y by 0 during training."""
     guidance: float = 2.0
     """Classifier-free guidance weight gamma: (1 + gamma) a(y) - gamma a(0)."""
-    epochs: int = 1000
+    epochs: int = count(1000)
     """Passes over the offline data (the paper's 1000; costly on CPU, see the docstring)."""
-    batch_size: int = 128
+    batch_size: int = count(128)
     """Rows per Adam step."""
     lr: float = learning_rate(1e-3)
     """Adam learning rate."""
-    n_bins: int = 20
+    n_bins: int = count(20)
     """Histogram bins of the sample reweighting."""
     weight_quantile: float = 0.9
     """Reweighting temperature = |this quantile of (y - max y)|."""
     weight_clip: float = 5.0
     """Upper bound of a sample weight."""
-    sampling_steps: int = 1000
+    sampling_steps: int = count(1000)
     """Steps of the reverse-SDE sampler."""
     sampler: str = field(default="heun", metadata={"choices": ("heun", "ddom-script")})
     """Reverse-SDE integrator: stochastic Heun, or the public script's step (see Deviations)."""

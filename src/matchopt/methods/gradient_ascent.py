@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from matchopt.config_fields import count, learning_rate
+from matchopt.config_fields import count, learning_rate, widths
 from matchopt.methods.base import search_starts
 from matchopt.methods.surrogate import EnsembleSurrogateMethod
 from matchopt.methods.wrappers import check_fitted, in_default_threads
@@ -43,13 +43,13 @@ from matchopt.search import gradient_ascent, search_start
 class GradientAscentConfig(EnsembleConfig):
     """GA / Ens-Mean / Ens-Min hyperparameters; defaults are design-baselines' (GA)."""
 
-    n_models: int = 1
+    n_models: int = count(1)
     """Ensemble size: 1 for GA, 5 for Ens-Mean and Ens-Min."""
-    hidden: tuple[int, ...] = (2048, 2048)
+    hidden: tuple[int, ...] = widths((2048, 2048))
     """Hidden layer widths of every forward model."""
-    epochs: int = 100
+    epochs: int = count(100)
     """Training epochs of every model (the paper uses 50 on superconductor)."""
-    batch_size: int = 128
+    batch_size: int = count(128)
     """Mini-batch size of model training."""
     lr: float = learning_rate(3e-4)
     """Adam learning rate of model training."""

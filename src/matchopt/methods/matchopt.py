@@ -46,7 +46,7 @@ import torch
 from tqdm.auto import tqdm
 
 from matchopt.checkpoints import LoopSnapshots, is_finite_number, is_integer, is_number, shown
-from matchopt.config_fields import by_design_type, count, learning_rate, scale, share
+from matchopt.config_fields import by_design_type, count, learning_rate, scale, share, widths
 from matchopt.data import OfflineData, design_groups
 from matchopt.encodings import DesignEncoder
 from matchopt.errors import MatchoptError
@@ -73,13 +73,13 @@ class GradientMatchingConfig:
     """How a gradient-matching surrogate is trained; defaults are the paper's (Appendix C).
     Shared by MATCH-OPT and the MATCH-OPT ensemble."""
 
-    hidden: tuple[int, ...] = (512, 128, 32)
+    hidden: tuple[int, ...] = widths((512, 128, 32))
     """Hidden layer widths of the MLP surrogate."""
     negative_slope: float = 0.3
     """LeakyReLU slope (the public script's 0.3)."""
     trajectory_length: int = count(128, minimum=2)
     """Number of rank buckets = points per trajectory = the script's batch size."""
-    epochs: int = 200
+    epochs: int = count(200)
     """Training epochs; each draws n // trajectory_length trajectories."""
     lr: float = learning_rate(1e-4)
     """Adam learning rate of the surrogate."""
@@ -112,7 +112,7 @@ class MatchOptConfig(GradientMatchingConfig):
     """Share of offline rows held out of training to score checkpoints; 0 = none (the paper)."""
     validation_split: str = field(default="random", metadata={"choices": SPLITS})
     """Held-out rows: random (stratified by rank) or top (the highest y; extrapolation)."""
-    validation_every: int = 1
+    validation_every: int = count(1)
     """Score the surrogate on the held-out rows after every this many epochs (and the last)."""
     selection: str = field(default="last", metadata={"choices": SELECTIONS})
     """Checkpoint kept: last (the paper) or the best evaluated epoch by this validation metric."""

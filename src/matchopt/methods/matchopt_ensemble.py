@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.config_fields import count, step_length
+from matchopt.config_fields import count, optional_count, step_length
 from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.config_fields import trust_radius as trust_radius_field
 from matchopt.data import OfflineData, top_rows
@@ -66,9 +66,9 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     chosen there by a criterion written before the study ran.
     """
 
-    n_models: int = 5
+    n_models: int = count(5)
     """Number of gradient-matching surrogates in the ensemble."""
-    max_steps: int | None = 8000
+    max_steps: int | None = optional_count(8000)
     """Most optimizer steps (trajectories) per member; None: all ``epochs``."""
     rank_weight: float = 0.0
     """Weight of the ListNet ranking term over each trajectory; 0: MATCH-OPT's loss only."""
@@ -76,13 +76,13 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """How the loss gradient is computed (both exact)."""
     pessimism: float = pessimism_field(1.0)
     """The score is mean - pessimism * std over members (0: the ensemble mean)."""
-    n_starts: int = 512
+    n_starts: int = count(512)
     """Search paths, from the best offline designs (at least the number of designs asked)."""
     search_steps: int = count(200, minimum=0)
     """Adam steps of every path."""
     search_step: float = step_length(1.0)
     """Length (L2, normalized features) of one search step: Adam's rate is this / sqrt(d)."""
-    path_every: int = 10
+    path_every: int = count(10)
     """Every this many steps a path's point becomes a candidate design."""
     clip_to_data: bool = True
     """Continuous designs stay in the box the offline rows span (projected after each step)."""
@@ -103,7 +103,7 @@ class MatchOptEnsembleConfig(GradientMatchingConfig):
     """The bolder search's ``pessimism``."""
     bold_trust_radius: float | None = trust_radius_field(None)
     """The bolder search's ``trust_radius`` (``trust_radius_l2`` and the box are kept)."""
-    max_changes: int | None = None
+    max_changes: int | None = optional_count()
     """Token designs: a candidate may differ from its path's start (an offline row) in at most
     this many positions; None: no bound (continuous designs use the trust radii)."""
     average_replicates: bool = False

@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import count, learning_rate, widths
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import search_rng
@@ -72,19 +72,19 @@ from matchopt.weighting import score_bin_weights
 class MinsConfig:
     """MINs hyperparameters; defaults are design-baselines' final configuration."""
 
-    latent_size: int = 32
+    latent_size: int = count(32)
     """Dimension of the generator's noise z."""
-    hidden: tuple[int, ...] = (1024, 1024, 1024)
+    hidden: tuple[int, ...] = widths((1024, 1024, 1024))
     """Widths of the [dense, LayerNorm, LeakyReLU] blocks of the generator and of the critic."""
-    embedding: int = 1024
+    embedding: int = count(1024)
     """Width of the y embedding concatenated to every block's input."""
     negative_slope: float = 0.2
     """LeakyReLU slope."""
-    epochs: int = 200
+    epochs: int = count(200)
     """Passes over the offline data."""
-    batch_size: int = 128
+    batch_size: int = count(128)
     """Rows per critic step."""
-    critic_steps: int = 10
+    critic_steps: int = count(10)
     """One generator step per this many critic steps."""
     penalty_weight: float = 10.0
     """Weight of the WGAN-GP gradient penalty."""
@@ -94,7 +94,7 @@ class MinsConfig:
     """Adam beta1 (generator and critic)."""
     beta2: float = 0.9
     """Adam beta2 (generator and critic)."""
-    n_bins: int = 20
+    n_bins: int = count(20)
     """Histogram bins of the sample reweighting."""
     weight_temperature: float = 0.1
     """Softmax temperature of the reweighting, on z-scored y."""

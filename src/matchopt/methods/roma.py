@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from matchopt.config_fields import count, learning_rate
+from matchopt.config_fields import count, learning_rate, widths
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, search_starts
@@ -61,26 +61,26 @@ from matchopt.runtime import seeded_torch_rng
 class RomaConfig:
     """RoMA hyperparameters; defaults are the reference code's (baselines.md)."""
 
-    hidden: tuple[int, ...] = (64, 64)
+    hidden: tuple[int, ...] = widths((64, 64))
     """Hidden layer widths of the softplus Gaussian MLP."""
     noise_std: float = 0.2
     """Std of the Gaussian noise added to the (normalized) inputs of every training batch."""
     warmup_epochs: int = count(50, minimum=0)
     """Warm-up epochs (reference: 50 Superconductor and D'Kitty, 100 Ant, 200 Hopper)."""
-    batch_size: int = 128
+    batch_size: int = count(128)
     """Rows per warm-up batch."""
     lr: float = learning_rate(1e-3)
     """Adam learning rate of the warm-up."""
-    perturb_steps: int = 20
+    perturb_steps: int = count(20)
     """Normalized ascent steps on the weights (raising the NLL) per warm-up batch."""
     inner_lr: float = learning_rate(5e-3)
     """Total size of the weight perturbation and of the adaptation (reference: 5e-4 on
     Superconductor)."""
     clip_norm: float = 1.0
     """Per-tensor norm bound of the warm-up gradient."""
-    updates: int = 500
+    updates: int = count(500)
     """Search updates (one adaptation + one step on the designs each)."""
-    adapt_steps: int = 100
+    adapt_steps: int = count(100)
     """Normalized descent steps of each model adaptation."""
     nll_weight: float = 1.0
     """Weight of the NLL term in the adaptation loss (the reference's alpha)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from matchopt.config_fields import by_design_type, count, learning_rate
+from matchopt.config_fields import by_design_type, count, learning_rate, widths
 from matchopt.data import OfflineData
 from matchopt.encodings import DesignEncoder
 from matchopt.methods.base import Method, search_starts
@@ -32,7 +32,7 @@ from matchopt.search import gradient_ascent, search_start
 class UntrainedConfig:
     """Network and search of MATCH-OPT (its defaults); there is no training."""
 
-    hidden: tuple[int, ...] = (512, 128, 32)
+    hidden: tuple[int, ...] = widths((512, 128, 32))
     """Hidden layer widths of the MLP."""
     negative_slope: float = 0.3
     """LeakyReLU slope."""

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from matchopt.config_fields import learning_rate
+from matchopt.config_fields import count, learning_rate, widths
 from matchopt.errors import MatchoptError
 from matchopt.models.mlp import ACTIVATIONS, mlp_layers
 from matchopt.models.optim import adam
@@ -33,15 +33,15 @@ class EnsembleConfig:
     one (GA, Ens-Mean/Min, CMA-ES, BO-qEI); defaults are design-baselines' CMA-ES / BO-qEI
     ensemble. A method's config subclasses it and may give other defaults."""
 
-    n_models: int = 5
+    n_models: int = count(5)
     """Ensemble size of the surrogate."""
-    hidden: tuple[int, ...] = (256,)
+    hidden: tuple[int, ...] = widths((256,))
     """Hidden layer widths of every ensemble member."""
     activation: str = field(default="leaky_relu", metadata={"choices": tuple(ACTIVATIONS)})
     """Hidden activation of the ensemble members."""
-    epochs: int = 100
+    epochs: int = count(100)
     """Training epochs of every member."""
-    batch_size: int = 100
+    batch_size: int = count(100)
     """Mini-batch size of surrogate training."""
     lr: float = learning_rate(1e-3)
     """Adam learning rate of surrogate training."""
