@@ -38,6 +38,7 @@ except ImportError as err:  # an optional integration: say how to get it
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.errors import MatchoptError
 from matchopt.methods import make_method
+from matchopt.methods.wrappers import is_fitted
 from matchopt.tasks import Task, load_task
 
 #: Letters of sequence tasks whose tokens are nucleotides (token i is letter i).
@@ -176,7 +177,7 @@ class MatchoptSolver:
     def next_candidate(self, n: int = 128) -> np.ndarray:
         """Fit the method on ``x0, y0`` (first call) and return ``n`` new designs in poli's
         format."""
-        if not hasattr(self.method, "data_"):
+        if not is_fitted(self.method):
             designs = self._designs(self.x0)
             self.method.fit(OfflineData(designs, self.y0, self._space(designs)))
         proposed = self.method.propose(n)

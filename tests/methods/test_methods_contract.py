@@ -5,6 +5,7 @@ import pytest
 
 from matchopt.errors import MatchoptError
 from matchopt.methods import METHODS, make_method
+from matchopt.methods.wrappers import FITTED_ATTRIBUTE, is_fitted
 from matchopt.runner import run
 from matchopt.tasks import load_task
 from matchopt.tasks.synthetic import ChainPotts
@@ -98,8 +99,10 @@ def test_a_refit_that_fails_midway_leaves_no_fitted_state(method_name, tasks, mo
     import matchopt.methods.matchopt as matchopt_module
 
     task = tasks["potts"]
-    method = make_method(method_name, "quick", seed=0).fit(task.offline)
-    assert "data_" in _learned_state(method)
+    method = make_method(method_name, "quick", seed=0)
+    assert not is_fitted(method)
+    method.fit(task.offline)
+    assert is_fitted(method) and FITTED_ATTRIBUTE in _learned_state(method)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -115,7 +118,7 @@ def test_a_refit_that_fails_midway_leaves_no_fitted_state(method_name, tasks, mo
         pass
     else:
         pytest.skip(f"{method_name} fits without backpropagation: nothing to interrupt")
-    assert _learned_state(method) == []
+    assert _learned_state(method) == [] and not is_fitted(method)
     with pytest.raises(MatchoptError, match="must be fitted"):
         method.propose(8)
 

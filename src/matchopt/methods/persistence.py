@@ -18,7 +18,7 @@ import numpy as np
 from matchopt.config_fields import check_config, check_config_types
 from matchopt.data import OfflineData
 from matchopt.errors import MatchoptError
-from matchopt.methods.wrappers import check_fitted
+from matchopt.methods.wrappers import FITTED_ATTRIBUTE, check_fitted, is_fitted
 from matchopt.runtime import MAX_SEED
 from matchopt.state_checks import check_bool, check_int, check_str, check_type
 
@@ -53,8 +53,8 @@ class ModelFile:
         check_int(self, "seed", 0, MAX_SEED)
         check_bool(self, "progress")
         check_str(self, "device", none=True)
-        if "data_" in vars(self):
-            check_type(self, "data_", OfflineData)
+        if FITTED_ATTRIBUTE in vars(self):
+            check_type(self, FITTED_ATTRIBUTE, OfflineData)
         if "encoder_" in vars(self):
             encoder = check_type(self, "encoder_", DesignEncoder)
             if "x_scaler_" not in vars(encoder):
@@ -137,7 +137,7 @@ class ModelFile:
 
         path = as_path(path, "Method.load's path")
         method = read_state(path, MODEL_KIND)
-        if not isinstance(method, cls) or not hasattr(method, "data_"):
+        if not isinstance(method, cls) or not is_fitted(method):
             raise MatchoptError(
                 f"{path}: holds a {type(method).__name__}, not a fitted {cls.__name__}"
             )
@@ -149,7 +149,7 @@ class ModelFile:
 def check_loaded(method: Any, source: str) -> None:
     """After reading ``method`` from ``source``: a method with a surrogate predicts its first
     offline rows (a last check that its networks fit together, before any use)."""
-    if not callable(getattr(method, "predict", None)) or not hasattr(method, "data_"):
+    if not callable(getattr(method, "predict", None)) or not is_fitted(method):
         return
     from matchopt.state import check_predictions
 

@@ -1,6 +1,6 @@
 """The decorators every method's ``fit`` and ``propose`` carry (written where they apply, in each
 method's file): matchopt's thread default, and a ``fit`` that is all or nothing; and the check
-that a method was fitted (:func:`check_fitted`).
+that a method was fitted (:func:`is_fitted`, :func:`check_fitted`).
 
     class MyMethod(Method):
         @fit_all_or_nothing
@@ -28,13 +28,24 @@ def forget_learned(method: Any) -> None:
         delattr(method, name)
 
 
+#: The learned attribute that marks a method fitted: every ``fit`` keeps the offline data it
+#: learned from (searches start from its rows), and :func:`fit_all_or_nothing` removes it with
+#: the rest of what was learned when a fit fails. Read only through :func:`is_fitted`.
+FITTED_ATTRIBUTE = "data_"
+
+
+def is_fitted(method: Any) -> bool:
+    """Whether ``method`` was fitted (and its last fit did not fail)."""
+    return hasattr(method, FITTED_ATTRIBUTE)
+
+
 def check_fitted(method: Any) -> None:
-    """Raise unless ``method`` was fitted (it holds its offline data, ``data_``).
+    """Raise unless ``method`` was fitted (:func:`is_fitted`).
 
     Raises:
         MatchoptError: the method was not fitted (or its last fit failed).
     """
-    if not hasattr(method, "data_"):
+    if not is_fitted(method):
         raise MatchoptError(f"{type(method).__name__} must be fitted before propose()")
 
 

@@ -46,6 +46,7 @@ from matchopt.errors import MatchoptError, printable
 from matchopt.methods import RECOMMENDED_METHOD, get_method_entry
 from matchopt.methods.base import Method, has_surrogate
 from matchopt.methods.persistence import check_loaded
+from matchopt.methods.wrappers import is_fitted
 from matchopt.models import GaussianEnsemble
 from matchopt.runtime import MAX_SEED, limit_threads, resolve_device
 from matchopt.safe_paths import as_path
@@ -625,7 +626,7 @@ def _check_loaded_parts(optimizer: TableOptimizer, entry: Any) -> None:
         raise MatchoptError(
             f"schema_ describes {schema.space.describe()} but data_ holds {data.space.describe()}"
         )
-    if not isinstance(getattr(method, "data_", None), OfflineData):
+    if not is_fitted(method) or not isinstance(method.data_, OfflineData):
         raise MatchoptError("method_ is not fitted")
     if method.data_.space != data.space or len(method.data_) != len(data):
         raise MatchoptError("method_ was fitted on other data than data_")
