@@ -3,11 +3,16 @@ runner and of the bench's grid: the engine in seconds, whatever the real methods
 
 The fake task is a 2-d quadratic with 40 offline rows; the fake method proposes the best offline
 rows moved by a fixed step, and counts how often the engine fits it and calls the oracle.
+
+Below them, what the bench's tests share: a grid's command-line arguments, the records of a
+grid without their timings, and the live child processes of a process (Linux /proc).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -91,3 +96,45 @@ def install_fakes(monkeypatch) -> tuple[type[FakeTask], type[FakeMethod]]:
     FakeTask.oracle_calls = FakeMethod.fits = 0
     monkeypatch.setattr(FakeMethod, "contexts", [])
     return FakeTask, FakeMethod
+
+
+GRID_ARGS = [
+    "--tasks", "potts,styblinski-tang",
+    "--methods", "random,untrained,matchopt",
+    "--seeds", "0,1",
+    "--preset", "quick",
+]  # fmt: skip
+
+
+def _records(out: Path) -> dict[str, dict]:
+    """Everything in a record that does not depend on timing, by cell path."""
+    found = {}
+    for path in sorted(out.rglob("seed*.json")):
+        if path.name.endswith(".error.json"):
+            continue
+        record = json.loads(path.read_text())
+        for timing in ("fit_seconds", "search_seconds", "extra"):
+            record.pop(timing)
+        found[str(path.relative_to(out))] = record
+    return found
+
+
+def _children(pid: int) -> set[int]:
+    """Pids of the live child processes of ``pid`` (Linux /proc)."""
+    found = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            text = status.read_text()
+        except OSError:
+            continue
+        if f"\nPPid:\t{pid}\n" in text and "\nState:\tZ" not in text:
+            found.add(int(status.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in state

@@ -481,3 +481,30 @@ def test_every_subcommand_is_registered_where_it_is_defined():
     parser = cli.build_parser()
     (subparsers,) = [a for a in parser._actions if a.choices and "run" in a.choices]
     assert set(subparsers.choices) == set(cli.COMMANDS) == set(commands.REGISTERED)
+
+
+def test_the_command_line_refuses_a_name_given_twice(tmp_path, capsys):
+    from matchopt.cli import main
+
+    argv = ["bench", "--tasks", "potts, styblinski-tang,potts", "--methods", "random"]
+    assert main([*argv, "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert "--tasks lists 'potts' twice" in capsys.readouterr().err
+
+
+def test_run_into_a_bench_folder_takes_its_lock_and_keeps_other_configs(tmp_path, capsys):
+    from matchopt.bench.grid import LOCK_FILE
+    from matchopt.cli import main
+    from matchopt.io import file_lock
+
+    run = ["run", "--task", "potts", "--method", "random", "--preset", "quick", "--seeds", "0"]
+    with file_lock(tmp_path / LOCK_FILE, wait=False):  # as a running bench holds it
+        assert main([*run, "--out", str(tmp_path)]) == 2
+    assert f"a bench or run (pid {os.getpid()}) is writing into" in capsys.readouterr().err
+    assert not list(tmp_path.rglob("seed*.json"))
+    assert main([*run, "--out", str(tmp_path)]) == 0
+    record = tmp_path / "potts" / "random" / "seed0.json"
+    before = record.read_bytes()
+    # Another preset into the same folder: refused before any work, the record kept.
+    assert main([*run[:-4], "--preset", "paper", "--seeds", "0", "--out", str(tmp_path)]) == 2
+    assert "made with another preset or config" in capsys.readouterr().err
+    assert record.read_bytes() == before

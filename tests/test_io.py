@@ -3,6 +3,7 @@ writes (never a partial file)."""
 
 import os
 import stat
+import time
 
 import pytest
 
@@ -251,3 +252,46 @@ def test_atomic_write_keeps_the_mode_of_a_replaced_file(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert (fresh.stat().st_mode & 0o777) == 0o666 & ~umask
+
+
+def test_the_lock_is_exclusive_and_its_file_goes_with_the_holder(tmp_path):
+    from matchopt.io import FileLocked, file_lock
+
+    path = tmp_path / "sub" / "x.lock"
+    with file_lock(path, wait=False):
+        assert path.read_text() == f"pid {os.getpid()}\n"
+        with pytest.raises(FileLocked, match=f"pid {os.getpid()}"):
+            with file_lock(path, wait=False):
+                pass
+    assert not path.exists()
+    with file_lock(path, wait=False):  # taken again at once
+        assert path.exists()
+    assert not path.exists()
+
+
+def test_a_waiter_on_a_removed_lock_file_locks_the_new_one(tmp_path):
+    """The holder removes the file on release; a waiter that opened the old file must not hold a
+    lock on it while a third process locks a new file at the same path."""
+    import threading
+
+    from matchopt.io import file_lock
+
+    path = tmp_path / "x.lock"
+    inside, events = threading.Lock(), []
+
+    def hold(name: str, seconds: float) -> None:
+        with file_lock(path):
+            if not inside.acquire(blocking=False):
+                events.append(f"{name} overlapped")
+                return
+            events.append(name)
+            time.sleep(seconds)
+            inside.release()
+
+    threads = [threading.Thread(target=hold, args=(f"t{i}", 0.05)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(events) == [f"t{i}" for i in range(6)]
+    assert not path.exists()
