@@ -45,3 +45,13 @@ def data_dir() -> Path:
     if not (path / "tf_bind_8-SIX6_REF_R1" / "tf_bind_8-x-0.npy").is_file():
         pytest.skip(f"no TF-Bind-8 files under {path}")
     return path
+
+
+@pytest.fixture
+def csv_file(tmp_path):
+    def write(text: str, name: str = "data.csv"):
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write

@@ -1,4 +1,9 @@
-"""Small tables and CLI helpers shared by the tests of the table optimizer and of model files."""
+"""Small tables and CLI helpers shared by the tests of the table optimizer and of model files:
+the proposal columns, `matchopt optimize` in this process or in a subprocess."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -45,3 +50,41 @@ def assert_one_line_error(code: int, err: str, *parts: str) -> None:
     assert len(errors) == 1 and err.rstrip().endswith(errors[0]), err
     for part in parts:
         assert part in errors[0], (part, errors[0])
+
+
+def assert_new_and_unique(proposals: pd.DataFrame, frame: pd.DataFrame, features) -> None:
+    keys = [tuple(row) for row in proposals[features].itertuples(index=False)]
+    assert len(set(keys)) == len(keys)
+    measured = {tuple(row) for row in frame[features].itertuples(index=False)}
+    assert not measured & set(keys)
+
+
+PREDICTION_COLUMNS = [
+    "predicted_y", "predicted_y_std", "predicted_y_low", "predicted_y_high", "extrapolated"
+]  # fmt: skip
+
+
+NUMERIC_PROPOSAL_COLUMNS = ["a", "b", *PREDICTION_COLUMNS, "nearest_euclidean"]
+
+
+def optimize(capsys, data, *extra):
+    return run_cli(
+        capsys, "optimize", data, "--method", "random", "--preset", "quick",
+        "--out", os.path.join(os.path.dirname(str(data)), "out.csv"), *extra,
+    )  # fmt: skip
+
+
+#: Text a crafted file could hold to drive a terminal: a title change, a screen clear, a bell,
+#: a bidirectional override and a forged line.
+HOSTILE = "\x1b]0;pwned\x07\x1b[2J\u202e\nmatchopt: error: forged"
+
+
+def subprocess_cli(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.run(
+        [sys.executable, "-m", "matchopt.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )

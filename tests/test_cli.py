@@ -11,6 +11,16 @@ import sys
 import tempfile
 
 import pytest
+from table_helpers import (
+    assert_one_line_error,
+    numeric_frame,
+    run_cli,
+    subprocess_cli,
+)
+
+from matchopt.tabular import (
+    TableOptimizer,
+)
 
 
 def matchopt(*args, env_data_dir=None, **kwargs):
@@ -508,3 +518,35 @@ def test_run_into_a_bench_folder_takes_its_lock_and_keeps_other_configs(tmp_path
     assert main([*run[:-4], "--preset", "paper", "--seeds", "0", "--out", str(tmp_path)]) == 2
     assert "made with another preset or config" in capsys.readouterr().err
     assert record.read_bytes() == before
+
+
+def test_cli_bad_input_exits_non_zero_without_traceback(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text("a,y\n1,2\nx,3\n")
+    result = subprocess_cli("optimize", path, "--target", "y", "--out", tmp_path / "o.csv")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"matchopt: error: {path}: column 'a', row 2 (line 3): 'x' is not a number "
+        "(categories: --categorical; not a feature: --features)"
+    )
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_a_model_file_that_fails_to_propose_is_one_error_line_naming_it(
+    tmp_path, monkeypatch, capsys
+):
+    # Layers that each pass the model-file checks but do not fit together fail only when the
+    # generator runs: one line naming the file, not a traceback.
+    path = tmp_path / "model.pt"
+    TableOptimizer(target="y", method="random", preset="quick", seed=0).fit(numeric_frame()).save(
+        path
+    )
+
+    def broken(self, n=128):
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (8x3 and 5x7)")
+
+    monkeypatch.setattr(TableOptimizer, "_propose", broken)
+    code, out, err = run_cli(capsys, "propose", "--model", path, "--out", tmp_path / "p.csv")
+    assert_one_line_error(code, err, str(path), "fails to propose", "RuntimeError: mat1")
+    assert not (tmp_path / "p.csv").exists() and out == ""

@@ -84,3 +84,14 @@ def test_a_table_of_tiny_targets_gets_the_designs_of_the_same_table_unscaled():
     small = TableOptimizer(**kwargs).fit(tiny).propose(4)
     np.testing.assert_array_equal(small[["a", "b", "c"]], plain[["a", "b", "c"]])
     np.testing.assert_allclose(small.predicted_y / 1e-300, plain.predicted_y, rtol=1e-9)
+
+
+def test_standardizer_of_huge_values_matches_the_scaled_moments():
+    from matchopt.encodings import Standardizer
+
+    y = np.array([1e300, 5e299, -3e299, 8e299])
+    fitted = Standardizer.fit(y)
+    small = Standardizer.fit(y / 1e300)
+    np.testing.assert_allclose(fitted.mean / 1e300, small.mean, rtol=1e-12)
+    np.testing.assert_allclose(fitted.std / 1e300, small.std, rtol=1e-12)
+    np.testing.assert_allclose(fitted.inverse(fitted.transform(y)), y, rtol=1e-12)

@@ -9,6 +9,11 @@ import sys
 
 import pytest
 import torch
+from table_helpers import (
+    assert_one_line_error,
+    numeric_frame,
+    optimize,
+)
 from test_cli import matchopt
 
 from matchopt.errors import MatchoptError
@@ -216,3 +221,16 @@ def test_a_memory_setting_in_gib_is_bytes():
 
     assert memory_limit("1.5") == 3 * 2**29
     assert memory_limit(" 8 ") == 8 * 2**30
+
+
+@pytest.mark.parametrize("setting", ["inf", "1e308", "-1", "0", "nan", "-inf"])
+def test_a_memory_setting_that_is_no_limit_is_one_error_line(
+    capsys, tmp_path, monkeypatch, setting
+):
+    path = tmp_path / "data.csv"
+    numeric_frame(40).to_csv(path, index=False)
+    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", setting)
+    code, _, err = optimize(capsys, path, "--target", "y")
+    assert_one_line_error(
+        code, err, f"$MATCHOPT_MEMORY_GIB='{setting}': expected a number of GiB above 0"
+    )

@@ -221,3 +221,15 @@ def test_the_inherited_name_count_sees_a_growing_base(monkeypatch):
 
     for module in CONTRACT_MODULES:
         importlib.import_module(module)
+
+
+def test_min_rows_is_part_of_every_methods_contract():
+    from matchopt.methods.base import build_config
+
+    for entry in METHODS.values():
+        need, why = entry.cls.min_rows(build_config(entry, "paper"))
+        assert need >= 2 and why
+    matchopt = METHODS["matchopt"]
+    assert matchopt.cls.min_rows(build_config(matchopt, "quick"))[0] == 32
+    # 142 rows: 14 held out (round(0.1 * 142)) leave 128 for the rank buckets; 141 leave 127.
+    assert matchopt.cls.min_rows(build_config(matchopt, "validated"))[0] == 142
