@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from matchopt.data import design_groups
 from matchopt.errors import MatchoptError
 from matchopt.methods import make_method
 from matchopt.runtime import limit_threads
@@ -142,3 +143,20 @@ def test_paper_preset_designs_are_unchanged(task_name, method_name):
         np.testing.assert_array_equal(designs, expected)
     else:
         np.testing.assert_allclose(designs, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_holdout_rows_keep_the_rows_of_one_design_together():
+    rng = np.random.default_rng(1)
+    x = np.repeat(rng.integers(0, 4, (60, 5)), 3, axis=0)[rng.permutation(180)]
+    groups = design_groups(x)
+    y = rng.normal(size=180)
+    for kind in ("random", "top"):
+        train, held = holdout_rows(y, 0.2, kind, seed=0, groups=groups)
+        assert not set(groups[train]) & set(groups[held])
+        assert len(set(groups[held])) == round(0.2 * len(set(groups)))
+    # One design per row: the split of the rows themselves, unchanged.
+    y = rng.normal(size=50)
+    for kind in ("random", "top"):
+        plain = holdout_rows(y, 0.1, kind, seed=3)
+        grouped = holdout_rows(y, 0.1, kind, seed=3, groups=np.arange(50))
+        assert all(np.array_equal(a, b) for a, b in zip(plain, grouped))

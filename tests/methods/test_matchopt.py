@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -16,6 +17,8 @@ from matchopt.methods.matchopt import (
     sample_trajectories,
 )
 from matchopt.models import MLP
+from matchopt.tabular import TableOptimizer
+from matchopt.tabular.known_tables import noise_table
 from matchopt.tasks import load_task
 
 
@@ -158,3 +161,21 @@ def test_config_values_outside_their_stated_range_are_refused(setting, capsys):
     assert cli.main([*args, "--set", setting, "--out", "unused"]) == 2
     key = setting.split("=")[0]
     assert f"--set {key}=" in capsys.readouterr().err
+
+
+def test_the_validated_preset_holds_out_whole_designs():
+    frame, _ = noise_table(sequences=60, replicates=3)
+    opt = TableOptimizer(
+        target="activity", sequence="seq", method="matchopt", preset="validated-quick",
+        overrides={"trajectory_length": 8}, seed=0,
+    ).fit(frame)  # fmt: skip
+    data, validator = opt.data_, opt.method_.validator_
+    scores = opt.method_.encoder_.encode_y(data.y).astype(validator.y.dtype)
+    held = np.isin(scores, validator.y)
+    held_designs = {tuple(row) for row in data.x[held]}
+    counts = pd.Series([tuple(row) for row in data.x]).value_counts()
+    assert held_designs and all(counts[d] == 3 for d in held_designs)
+    # Every replicate of a held-out design is held out (its three scores are among the held).
+    for design in held_designs:
+        rows = np.flatnonzero((data.x == np.array(design)).all(1))
+        assert held[rows].all()

@@ -1,17 +1,20 @@
 """Fitting on a table (matchopt.tabular.fit): the ensemble's spread, the fit measured on held-out
-rows, targets near the float64 limit."""
+rows, targets near the float64 limit, auto's candidates' scores on one scale."""
 
+import re
 import warnings
 
 import numpy as np
 from table_helpers import (
     numeric_frame,
+    run_cli,
 )
 
 from matchopt.tabular import (
     ProposalWarning,
     TableOptimizer,
 )
+from matchopt.tabular.known_tables import mixed_table
 
 
 def test_targets_near_the_float64_limit_give_finite_predictions():
@@ -37,3 +40,20 @@ def test_proposals_carry_an_ensemble_spread_and_the_fit_is_measured_on_held_out_
     # Every row is held out once by the cross-validation by design.
     assert quality["n_test"] == 80 and -1 <= quality["spearman"] <= 1 and quality["r2"] <= 1
     assert "5 folds by design" in quality["what"] and 0 <= quality["coverage"] <= 1
+
+
+def test_auto_prints_its_candidates_scores_on_one_scale(capsys, tmp_path):
+    frame, _ = mixed_table(rows=160)
+    path = tmp_path / "mixed.csv"
+    frame.to_csv(path, index=False)
+    code, _, err = run_cli(
+        capsys, "optimize", path, "--target", "score", "--categorical",
+        "catalyst,solvent,ligand", "--method", "auto", "--preset", "quick", "--n", "8",
+        "--out", tmp_path / "p.csv",
+    )  # fmt: skip
+    assert code == 0, err
+    line = next(line for line in err.splitlines() if "chose" in line)
+    assert "0 to 1" in line
+    members = r"(?:matchopt-ens-mix|cma-es|ens-mean-small) ([\d.]+)"
+    scores = [float(v) for v in re.findall(members, line)]
+    assert len(scores) == 3 and all(0 <= s <= 1 for s in scores), line

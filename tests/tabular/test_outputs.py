@@ -1,5 +1,5 @@
 """The files of `matchopt optimize` (matchopt.tabular.outputs): checked before any work, written
-atomically, never the input table."""
+atomically, never the input table, existing files refused unless forced."""
 
 import os
 
@@ -15,6 +15,7 @@ from table_helpers import (
 from matchopt.tabular import (
     TableOptimizer,
 )
+from matchopt.tabular.known_tables import smooth_table
 
 
 def test_parquet_output_round_trips(tmp_path, capsys):
@@ -136,3 +137,25 @@ def test_an_output_name_the_file_system_refuses_is_refused_before_the_fit(
     code, _, err = run_cli(capsys, *args[:-1], tmp_path / ("q" * 256 + ".csv"))
     assert_one_line_error(code, err, "--out qqq", "a name of 260 bytes, over the 255")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.csv"]
+
+
+def test_outputs_that_exist_are_refused_unless_forced(capsys, tmp_path):
+    frame, _ = smooth_table(rows=60)
+    data = tmp_path / "data.csv"
+    frame.to_csv(data, index=False)
+    common = ["optimize", data, "--target", "y", "--method", "random", "--preset", "quick",
+              "--n", "4"]  # fmt: skip
+    for option, name in (("--out", "p.csv"), ("--report", "r.html"), ("--save-model", "m.pt")):
+        path = tmp_path / name
+        path.write_text("mine\n")
+        extra = [] if option == "--out" else ["--out", tmp_path / f"o{name}.csv"]
+        code, _, err = run_cli(capsys, *common, *extra, option, path)
+        assert code == 2 and f"{option} {path} exists; add --force" in err, err
+        assert path.read_text() == "mine\n"
+        code, _, err = run_cli(capsys, *common, *extra, option, path, "--force")
+        assert code == 0, err and path.read_text() != "mine\n"
+    # The default report beside the proposals is never replaced unasked.
+    (tmp_path / "q.report.html").write_text("mine\n")
+    code, _, err = run_cli(capsys, *common, "--out", tmp_path / "q.csv")
+    assert code == 2 and "the default of --report" in err
+    assert not (tmp_path / "q.csv").exists()

@@ -1,5 +1,6 @@
 """Proposing on a fitted table (matchopt.tabular.propose): categories, top-ups, neighbours,
-diversity, and the warnings a scientist needs."""
+diversity (distinct experiments), ranking a library of candidates, and the warnings a scientist
+needs."""
 
 import warnings
 
@@ -20,6 +21,7 @@ from matchopt.tabular import (
     ProposalWarning,
     TableOptimizer,
 )
+from matchopt.tabular.known_tables import mixed_table, noise_table, smooth_table
 
 
 def solvent_effect_frame(n: int = 200) -> pd.DataFrame:
@@ -253,3 +255,64 @@ def test_alphabet_letters_the_table_never_shows_are_not_proposed_and_said_so(cap
     with pytest.warns(ProposalWarning):
         ranked = optimizer.rank(candidates).set_index("seq")
     assert not ranked.loc["GGGGGGGG", "extrapolated"] and ranked.loc["GGGGNGGG", "extrapolated"]
+
+
+def test_proposals_of_a_table_of_columns_are_distinct_experiments():
+    frame, _ = smooth_table(rows=150)
+    opt = TableOptimizer(target="y", method="ga", preset="quick", seed=0).fit(frame)
+    assert opt.diversity_ == 0.5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProposalWarning)
+        proposals = opt.propose(24)
+    designs = opt.schema_.encode(proposals)
+    for i in range(1, len(designs)):
+        assert opt.schema_.nearest_distances(designs[i : i + 1], designs[:i])[0] >= 0.5
+    sequences, _ = noise_table(sequences=40, replicates=1)
+    seq = TableOptimizer(target="activity", sequence="seq", method="random", preset="quick")
+    assert seq.fit(sequences).diversity_ == 0.0  # two different sequences are distinct
+
+
+def test_predict_and_rank_a_library_of_candidates(capsys, tmp_path):
+    frame, _ = mixed_table(rows=120)
+    settings = dict(target="score", categorical=["catalyst", "solvent", "ligand"], seed=0)
+    opt = TableOptimizer(**settings, method="ga", preset="quick").fit(frame)
+    library = mixed_table(rows=60, seed=1)[0].drop(columns="score")
+    predicted = opt.predict(library)
+    assert list(predicted.columns[:6]) == list(library.columns)
+    pd.testing.assert_frame_equal(predicted[library.columns], library)  # the given order
+    for column in ("predicted_score_low", "predicted_score_high", "extrapolated"):
+        assert column in predicted
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProposalWarning)
+        ranked = opt.rank(library)
+    assert ranked["ranking_score"].is_monotonic_decreasing
+    # Bad candidates: one line naming the file, column and row.
+    odd = library.copy()
+    odd.loc[3, "ligand"] = "DavePhos"
+    with pytest.raises(MatchoptError, match=r"ligand.* row 4.*'DavePhos' was not in the measured"):
+        opt.predict(odd, source="lib.csv")
+    with pytest.raises(MatchoptError, match=r"lib.csv: no column time"):
+        opt.predict(library.drop(columns="time"), source="lib.csv")
+    # The CLI: optimize --candidates, and propose --model --candidates, rank alike.
+    data, lib = tmp_path / "data.csv", tmp_path / "lib.csv"
+    frame.to_csv(data, index=False)
+    library.to_csv(lib, index=False)
+    common = ["--target", "score", "--categorical", "catalyst,solvent,ligand", "--method", "ga",
+              "--preset", "quick"]  # fmt: skip
+    code, out, err = run_cli(
+        capsys, "optimize", data, *common, "--candidates", lib, "--out", tmp_path / "a.csv",
+        "--save-model", tmp_path / "m.pt",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "60 ranked candidates ->" in out and "a.report.html" in out
+    code, out, err = run_cli(
+        capsys, "propose", "--model", tmp_path / "m.pt", "--candidates", lib,
+        "--out", tmp_path / "b.csv",
+    )  # fmt: skip
+    assert code == 0, err
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    code, _, err = run_cli(
+        capsys, "propose", "--model", tmp_path / "m.pt", "--candidates", tmp_path / "none.csv",
+        "--out", tmp_path / "c.csv",
+    )  # fmt: skip
+    assert code == 2 and "none.csv" in err and len(err.strip().splitlines()) == 1
