@@ -139,3 +139,12 @@ def test_a_data_dir_that_is_not_a_path_is_a_type_error(data_dir):
         design_bench.make("tfbind8", data_dir=data_dir)
     with pytest.raises(TypeError, match="data_dir must be a path"):
         design_bench.make("styblinski-tang", data_dir=data_dir)  # embedded: no files read
+
+
+def test_design_benchs_name_makes_the_task(data_dir, monkeypatch):
+    from matchopt import design_bench
+
+    monkeypatch.setenv("MATCHOPT_DATA_DIR", str(data_dir))
+    task = design_bench.make("UTR-ResNet-v0")
+    assert task.x.shape == (10_000, 50) and task.num_classes == 4
+    assert float(task.y.max()) <= 7.2  # the lower half of loads up to 12

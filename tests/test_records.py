@@ -2,7 +2,9 @@
 record names."""
 
 import numpy as np
+import pytest
 
+from matchopt.errors import MatchoptError
 from matchopt.records import RunRecord, write_record
 
 
@@ -86,3 +88,13 @@ def test_the_commit_is_read_when_the_run_starts(monkeypatch):
     finally:
         version.source_commit.cache_clear()
     assert record.extra["environment"]["commit"] == "started"
+
+
+def test_a_record_that_reading_would_refuse_is_never_written():
+    from matchopt.records import RunRecord, check_record
+
+    record = RunRecord(
+        "t", "m", 0, "quick", {}, [-1.6e16], -1.6e16, -1.6e16, 0.5, 1e300, 0.0, "0", 1
+    )
+    with pytest.raises(MatchoptError, match="no record written"):
+        check_record(record)

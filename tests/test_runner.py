@@ -8,6 +8,7 @@ import pytest
 from fakes import FakeMethod, ResumableFake, install_fakes
 
 from matchopt.bench import Grid, run_grid
+from matchopt.errors import MatchoptError
 from matchopt.methods import METHODS, RunContext
 from matchopt.methods.base import MethodEntry
 from matchopt.runner import RunSpec, SeedBatchPlan, run, run_batch
@@ -79,3 +80,11 @@ def test_a_batch_of_runs_makes_each_record_whole_and_goes_on_after_a_failure(fak
     first, second, third = run_batch("fake-quadratic", runs, n_designs=4)
     assert isinstance(second, RuntimeError) and "seed_batch" not in first[0].extra
     assert third[0].seed == 2
+
+
+def test_run_needs_at_least_one_design():
+    from matchopt.runner import run
+
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(MatchoptError, match="n_designs must be an integer >= 1"):
+            run("potts", "random", n_designs=bad)

@@ -1,4 +1,5 @@
-"""TF-Bind-10 and Superconductor on small fixtures in the design-bench layout.
+"""design-bench's tasks (matchopt.tasks.design_bench): the lookup oracle, TF-Bind-8 on its real
+rows, TF-Bind-10, Superconductor and UTR on small fixtures in the design-bench layout.
 
 The fixtures keep each task's real shard count (84 and 5 shards) with fewer rows per shard:
 * tfbind10: 25,023 rows over 4,000 distinct 10-mers, each repeated about 6 times with different
@@ -8,27 +9,30 @@ The fixtures keep each task's real shard count (84 and 5 shards) with fewer rows
   oracle then draws all 460 rows (``min(2000, n)``) and holds out 230.
 """
 
-import os
 import pickle
-import re
 
 import numpy as np
 import pytest
-from task_fixtures import decode_codes, write_shards, write_superconductor
+from task_fixtures import decode_codes, write_shards, write_superconductor, write_utr
 
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import fit_accuracy
 from matchopt.tasks import TASKS, load_task
 from matchopt.tasks.design_bench import (
+    UTR,
     RandomForestOracle,
     SequenceLookupOracle,
     Superconductor,
+    TFBind8,
     TFBind10,
-    load_shards,
-    offline_rows,
+)
+from matchopt.tasks.utr_oracle import (
+    UTROracle,
 )
 
 TF10_ROWS = [300] * 83 + [123]
+
+
 SC_ROWS = [100] * 4 + [60]
 
 
@@ -142,93 +146,6 @@ def test_tfbind10_missing_shards_are_named(tmp_path):
         load_task("tfbind10", tmp_path)
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
-def test_a_shard_that_is_not_a_regular_file_is_refused_unread(tmp_path, kind):
-    x, y = tmp_path / "a-x-0.npy", tmp_path / "a-y-0.npy"
-    np.save(x, np.zeros((4, 8), np.int32))
-    if kind == "fifo":
-        os.mkfifo(y)  # np.load would wait for a writer forever
-    else:
-        y.symlink_to("/dev/zero")
-    with pytest.raises(MatchoptError, match="a-y-0.npy: not a regular file"):
-        load_shards([x, y], (8,))
-
-
-def test_load_shards_checks_the_files(tmp_path):
-    paths = [tmp_path / name for name in ("a-x-0.npy", "a-y-0.npy", "a-x-1.npy", "a-y-1.npy")]
-    np.save(paths[0], np.zeros((4, 10), np.int32))
-    np.save(paths[1], np.arange(4, dtype=np.float32).reshape(-1, 1))
-    np.save(paths[2], np.ones((2, 10), np.int32))
-    np.save(paths[3], np.arange(4, 6, dtype=np.float32).reshape(-1, 1))
-    x, y = load_shards(paths, (10,))
-    assert x.shape == (6, 10) and x.dtype == np.int32
-    np.testing.assert_array_equal(y, np.arange(6))
-    with pytest.raises(MatchoptError, match="a-x-0.npy.*expected rows of shape"):
-        load_shards(paths, (8,))
-    np.save(paths[3], np.zeros((3, 1), np.float32))
-    with pytest.raises(MatchoptError, match="a-x-1.npy"):
-        load_shards(paths)
-    paths[3].write_text("version https://git-lfs.github.com/spec/v1\n")
-    with pytest.raises(MatchoptError, match="cannot read design-bench file .*a-y-1.npy"):
-        load_shards(paths)
-
-
-def test_shards_declaring_more_rows_than_memory_holds_are_refused_unread(tmp_path, monkeypatch):
-    # Headers of 150 M rows: sparse files, so the test writes almost nothing.
-    x, y = tmp_path / "a-x-0.npy", tmp_path / "a-y-0.npy"
-    np.lib.format.open_memmap(x, "w+", np.int8, (150_000_000, 8)).flush()
-    np.lib.format.open_memmap(y, "w+", np.float32, (150_000_000, 1)).flush()
-    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "1")
-    with pytest.raises(
-        MatchoptError, match=r"150,000,000 rows .* needs about 6\.7 GiB .* 1\.0 GiB"
-    ):
-        load_shards([x, y], (8,))
-    # Tokens stored as int8 become int64 designs (8 times the bytes): counted as such, not at
-    # the file's size (1.2 GiB of tokens here).
-    monkeypatch.setenv("MATCHOPT_MEMORY_GIB", "8")
-    with pytest.raises(MatchoptError, match=r"needs about 11\.2 GiB .* 8\.0 GiB"):
-        load_shards([x, y], (8,), "iu")
-    # A header whose rows the file does not hold is refused too.
-    with open(y, "r+b") as handle:
-        handle.truncate(1000)
-    with pytest.raises(MatchoptError, match="cannot read design-bench file .*a-y-0.npy"):
-        load_shards([x, y], (8,))
-
-
-@pytest.mark.parametrize(
-    ("axis", "values", "dtype"),
-    [
-        ("x", np.array([["a"] * 10] * 4), "<U1"),
-        ("y", np.array([[b"1.5"]] * 4), "|S3"),
-        ("y", np.arange(4).reshape(-1, 1) + 1j, "complex128"),
-        ("x", np.zeros((4, 10), "datetime64[s]"), "datetime64[s]"),
-    ],
-)
-def test_load_shards_refuses_values_that_are_not_real_numbers(tmp_path, axis, values, dtype):
-    x, y = tmp_path / "a-x-0.npy", tmp_path / "a-y-0.npy"
-    np.save(x, np.zeros((4, 10), np.int32))
-    np.save(y, np.arange(4, dtype=np.float32).reshape(-1, 1))
-    np.save(x if axis == "x" else y, values)
-    bad = x if axis == "x" else y
-    words = re.escape(f"{bad.name}: {axis} has dtype {dtype}; expected real numbers")
-    with pytest.raises(MatchoptError, match=words):
-        load_shards([x, y])
-    # Object arrays are not unpickled: refused unread.
-    np.save(y, np.array([[1.0], [2.0], [None], [4.0]], dtype=object), allow_pickle=True)
-    with pytest.raises(MatchoptError, match="cannot read design-bench file .*a-y-0.npy"):
-        load_shards([x, y])
-
-
-def test_offline_rows_subsamples_only_above_max_samples():
-    y = np.arange(100.0)
-    np.testing.assert_array_equal(offline_rows(y, 50), np.arange(50))
-    np.testing.assert_array_equal(offline_rows(y, 50, max_samples=80), np.arange(50))
-    rows = offline_rows(y, 50, max_samples=10, seed=3)
-    assert len(set(rows.tolist())) == 10 and rows.max() < 50
-    np.testing.assert_array_equal(rows, np.sort(rows))
-    np.testing.assert_array_equal(rows, offline_rows(y, 50, max_samples=10, seed=3))
-
-
 @pytest.fixture
 def sc_dir(tmp_path):
     """Data dir with a Superconductor fixture; returns (dir, x, y)."""
@@ -289,16 +206,6 @@ def test_superconductor_scores_a_design_far_outside_the_data_within_its_space(sc
         task.score(far)
 
 
-def test_token_shards_that_are_not_integers_are_named(tmp_path):
-    from task_fixtures import write_sequences
-
-    write_sequences(tmp_path, TFBind10, 400)
-    shard = tmp_path / TFBind10.folder / f"{TFBind10.prefix}-x-3.npy"
-    np.save(shard, np.load(shard).astype(np.float32))
-    with pytest.raises(MatchoptError, match="x-3.npy: x has dtype float32; expected integer"):
-        load_task("tfbind10", tmp_path)
-
-
 def test_superconductor_same_seed_same_oracle(sc_dir):
     root, x, _ = sc_dir
     first, second = load_task("superconductor", root), load_task("superconductor", root)
@@ -322,13 +229,39 @@ def test_superconductor_never_reads_a_pickle_from_the_data_folder(sc_dir, tmp_pa
     assert not marker.exists()
 
 
-def test_shards_with_a_nan_score_or_no_rows_are_named(tmp_path):
-    x, y = np.zeros((5, 86), np.float32), np.arange(5, dtype=np.float32)
-    y[3] = np.nan
-    write_shards(tmp_path, "superconductor", "superconductor", x, y, [1, 1, 1, 1, 1])
-    with pytest.raises(MatchoptError, match=r"superconductor-y-3.npy: y row 0 is nan"):
-        load_task("superconductor", tmp_path)
-    empty = tmp_path / "empty"
-    write_shards(empty, "superconductor", "superconductor", x[:0], y[:0], [0] * 5)
-    with pytest.raises(MatchoptError, match="hold no rows"):
-        load_task("superconductor", empty)
+def test_lookup_oracle_takes_the_last_occurrence():
+    x = np.array([[0, 1], [1, 0], [0, 1], [3, 3]])
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    oracle = SequenceLookupOracle(x, y, vocab_size=4)
+    np.testing.assert_array_equal(oracle(np.array([[0, 1], [1, 0], [3, 3]])), [3.0, 2.0, 4.0])
+    with pytest.raises(MatchoptError, match="not in the oracle"):
+        oracle(np.array([[2, 2]]))
+
+
+def test_tfbind8_oracle_on_real_rows(data_dir):
+    task = load_task("tfbind8", data_dir)
+    assert len(task.offline) == 32_898 == TFBind8.offline_size
+    assert (task.y_min, task.y_max) == (0.0, 1.0)
+    x = np.load(data_dir / "tf_bind_8-SIX6_REF_R1" / "tf_bind_8-x-0.npy")
+    y = np.load(data_dir / "tf_bind_8-SIX6_REF_R1" / "tf_bind_8-y-0.npy").reshape(-1)
+    rows = np.random.default_rng(0).choice(len(x), size=2000, replace=False)
+    np.testing.assert_array_equal(task.score(x[rows].astype(np.int64)), y[rows].astype(np.float64))
+    assert task.offline.y.max() <= np.percentile(y, 50)
+    assert TFBind8.data_status(data_dir) == "present"
+
+
+def test_missing_data_names_the_files(tmp_path):
+    with pytest.raises(MatchoptError, match="tf_bind_8-x-0.npy"):
+        load_task("tfbind8", tmp_path)
+    assert TFBind8.data_status(tmp_path) == "missing"
+
+
+def test_the_task_follows_design_benchs_recipe_with_a_cap(tmp_path):
+    x, y = write_utr(tmp_path, n_rows=280)
+    task = load_task("utr", tmp_path)
+    assert len(task.offline) == 140  # the lower half; the cap (10,000) does not bind here
+    assert task.offline.y.max() <= np.median(y)
+    assert (task.y_min, task.y_max) == (float(y.min()), float(y.max()))
+    assert task.oracle_accuracy["rows"] == 28_000
+    np.testing.assert_array_equal(task.score(x[:5]), UTROracle()(x[:5]))
+    assert UTR.max_samples == UTR.offline_size == 10_000

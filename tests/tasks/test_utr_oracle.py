@@ -1,4 +1,5 @@
-"""The UTR task: design-bench's recipe on a fixture, and the shipped oracle on sample designs."""
+"""The UTR task's oracle (matchopt.tasks.utr_oracle): the shipped network on sample designs, its
+files checked, its recipe deterministic."""
 
 import dataclasses
 import hashlib
@@ -8,11 +9,9 @@ import shutil
 
 import numpy as np
 import pytest
-from task_fixtures import write_utr
 
 from matchopt.errors import MatchoptError
 from matchopt.tasks import load_task
-from matchopt.tasks.design_bench import UTR
 from matchopt.tasks.utr_oracle import (
     HEADER_FILE,
     WEIGHTS_FILE,
@@ -61,17 +60,6 @@ def test_predictions_follow_the_measured_loads(oracle, data_dir):
     predicted, measured = oracle(task.offline.x[rows]), task.offline.y[rows]
     assert np.corrcoef(predicted, measured)[0, 1] > 0.6
     assert np.all((predicted > -2) & (predicted < 14))
-
-
-def test_the_task_follows_design_benchs_recipe_with_a_cap(tmp_path):
-    x, y = write_utr(tmp_path, n_rows=280)
-    task = load_task("utr", tmp_path)
-    assert len(task.offline) == 140  # the lower half; the cap (10,000) does not bind here
-    assert task.offline.y.max() <= np.median(y)
-    assert (task.y_min, task.y_max) == (float(y.min()), float(y.max()))
-    assert task.oracle_accuracy["rows"] == 28_000
-    np.testing.assert_array_equal(task.score(x[:5]), UTROracle()(x[:5]))
-    assert UTR.max_samples == UTR.offline_size == 10_000
 
 
 def copy_of_the_oracle(tmp_path):
@@ -148,12 +136,3 @@ def test_the_recipe_is_deterministic_for_its_seed():
     )
     fitted = predict(first[0], x, first[1], first[2])
     assert np.corrcoef(fitted, y)[0, 1] > 0.6
-
-
-def test_design_benchs_name_makes_the_task(data_dir, monkeypatch):
-    from matchopt import design_bench
-
-    monkeypatch.setenv("MATCHOPT_DATA_DIR", str(data_dir))
-    task = design_bench.make("UTR-ResNet-v0")
-    assert task.x.shape == (10_000, 50) and task.num_classes == 4
-    assert float(task.y.max()) <= 7.2  # the lower half of loads up to 12
