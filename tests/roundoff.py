@@ -78,3 +78,12 @@ def ntk_gradient_roundoff(x1: torch.Tensor, x2: torch.Tensor, depth: int) -> flo
 def ntk_scale(k11: torch.Tensor, k22: torch.Tensor) -> torch.Tensor:
     """``sqrt(K(x1_i, x1_i) K(x2_j, x2_j))`` (n1 x n2) from the two diagonals."""
     return (k11[:, None] * k22[None, :]).sqrt()
+
+
+#: Relative bound on a batched seed's trained parameters, losses and continuous designs against
+#: its run alone: 2**10 float32 unit round-offs (about 6e-5).
+TRAINING_ROUNDOFF = 2**10 * torch.finfo(torch.float32).eps / 2
+
+
+def _flat(net: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in net.parameters()])

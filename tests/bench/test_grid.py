@@ -14,11 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fakes import GRID_ARGS, FakeMethod, _records, install_fakes
 
 from matchopt.bench import Grid, run_grid
-from matchopt.bench.grid import Cell, finished_record
+from matchopt.bench.grid import Cell, finished_record, plan_jobs
 from matchopt.errors import MatchoptError
 from matchopt.methods import METHODS, MethodEntry
 from matchopt.methods.random_designs import RandomDesigns
@@ -288,3 +289,61 @@ def test_a_finished_bench_leaves_no_lock_file_and_no_empty_snapshot_folders(tmp_
     assert not (tmp_path / LOCK_FILE).exists()  # no file naming a dead pid
     assert not (tmp_path / ".snapshots").exists()  # matchopt's snapshots, removed when scored
     assert (tmp_path / "potts" / "matchopt" / "seed1.json").is_file()
+
+
+@pytest.mark.numerics
+def test_bench_batches_seeds_only_when_asked_and_records_say_so(tmp_path):
+    grid = Grid(tasks=["styblinski-tang"], methods=["ddom", "random"], seeds=[0, 1], preset="quick")
+    jobs = plan_jobs(grid.cells(), tmp_path, batch_seeds=True)
+    assert [(j.seed_batch, [c.seed for c in j.cells]) for j in jobs] == [
+        (True, [0, 1]),
+        (False, [0]),
+        (False, [1]),
+    ]
+    assert not any(j.seed_batch for j in plan_jobs(grid.cells(), tmp_path))
+    summary = run_grid(grid, tmp_path / "batched", workers=1, progress=False, batch_seeds=True)
+    assert not summary.failed
+    alone = run_grid(grid, tmp_path / "alone", workers=1, progress=False)
+    assert not alone.failed
+    for seed in (0, 1):
+        batched = json.loads(
+            (tmp_path / f"batched/styblinski-tang/ddom/seed{seed}.json").read_text()
+        )
+        own = json.loads((tmp_path / f"alone/styblinski-tang/ddom/seed{seed}.json").read_text())
+        assert batched["extra"]["seed_batch"]["seeds"] == [0, 1]
+        assert "seed_batch" not in own["extra"]
+        np.testing.assert_allclose(batched["scores"], own["scores"], rtol=1e-3, atol=1e-3)
+    # The batch's snapshot is gone once its records are written.
+    assert not list((tmp_path / "batched").glob(".snapshots/**/*.pt"))
+
+
+@pytest.mark.numerics
+def test_bench_trains_shared_ensembles_of_all_seeds_in_one_batch(tmp_path):
+    """GA, Ens-Mean and Ens-Min fit one Gaussian ensemble per seed: with --batch-seeds the seeds'
+    ensembles train in one batch, which every cell then reads."""
+    grid = Grid(
+        tasks=["styblinski-tang"],
+        methods=["ga", "ens-mean", "ens-min"],
+        seeds=[0, 1],
+        preset="quick",
+    )
+    (job,) = plan_jobs(grid.cells(), tmp_path, batch_seeds=True)
+    assert job.seed_batch and job.ensemble_folder is not None and job.seeds == [0, 1]
+    assert [c.method for c in job.cells] == ["ens-mean"] * 2 + ["ens-min"] * 2 + ["ga"] * 2
+    summary = run_grid(grid, tmp_path / "batched", workers=1, progress=False, batch_seeds=True)
+    assert not summary.failed
+    alone = run_grid(grid, tmp_path / "alone", workers=1, progress=False)
+    assert not alone.failed
+    for method in ("ga", "ens-mean", "ens-min"):
+        for seed in (0, 1):
+            path = f"styblinski-tang/{method}/seed{seed}.json"
+            batched = json.loads((tmp_path / "batched" / path).read_text())
+            own = json.loads((tmp_path / "alone" / path).read_text())
+            assert batched["extra"]["seed_batch"]["seeds"] == [0, 1]
+            shared = batched["extra"]["fit"]["shared_ensemble"]
+            # Ens-Mean's batch trained the ensembles the others read.
+            assert shared["from_cache"] == (method != "ens-mean")
+            assert shared["seed_batch"] == [0, 1]
+            np.testing.assert_allclose(batched["scores"], own["scores"], rtol=1e-4, atol=1e-4)
+    # The shared ensembles and the batch's snapshot are gone once every record is written.
+    assert not [p for p in (tmp_path / "batched").glob(".snapshots/**/*") if p.is_file()]

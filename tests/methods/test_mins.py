@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 import torch
+from roundoff import SAFETY, dot_roundoff
 
 from matchopt.data import DesignSpace, OfflineData
 from matchopt.methods.mins import (
@@ -11,7 +12,7 @@ from matchopt.methods.mins import (
     generator_loss,
     gumbel_softmax,
 )
-from matchopt.models.stacked import SeedDraws
+from matchopt.models.stacked import SeedDraws, SeedStack
 
 
 class LinearCritic(torch.nn.Module):
@@ -80,3 +81,31 @@ def test_discrete_designs_are_tokens_from_the_generator():
     designs = method.propose(50)
     assert designs.dtype == np.int64 and designs.shape == (50, 4)
     assert designs.min() >= 0 and designs.max() < 3
+
+
+@pytest.mark.numerics
+def test_a_batched_mins_step_has_each_seeds_gradients_within_roundoff():
+    from matchopt.methods.mins import ConditionalMLP, generator_loss, wgan_gp_loss
+
+    generator = torch.Generator().manual_seed(3)
+    critics = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        critics.append(ConditionalMLP(5, 1, (16, 16), 8))
+    stack = SeedStack(critics)
+    x_real, x_fake = (
+        torch.randn(2, 12, 5, generator=generator),
+        torch.randn(2, 12, 5, generator=generator),
+    )
+    y, w = torch.randn(2, 12, generator=generator), torch.rand(2, 12, generator=generator)
+    e = torch.rand(2, 12, 1, generator=generator)
+    losses = wgan_gp_loss(stack, x_real, x_fake, y, w, 10.0, e)
+    (losses.sum() + generator_loss(stack, x_fake, y, w).sum()).backward()
+    for k, critic in enumerate(critics):
+        alone = wgan_gp_loss(critic, x_real[k], x_fake[k], y[k], w[k], 10.0, e[k])
+        (alone + generator_loss(critic, x_fake[k], y[k], w[k])).backward()
+        assert losses[k].item() == pytest.approx(alone.item(), rel=1e-5)
+        for p, stacked in zip(critic.parameters(), stack.stacked):
+            # Three layers of at most 24 terms, a double backward, 36 rows summed.
+            bound = SAFETY * 8 * dot_roundoff(24 * 36, torch.float32)
+            assert (stacked.grad[k] - p.grad).abs().max() <= bound * p.grad.abs().max()

@@ -7,9 +7,14 @@ import math
 import numpy as np
 import pytest
 import torch
+from roundoff import SAFETY, TRAINING_ROUNDOFF, _flat, dot_roundoff
 
+import matchopt.models.gaussian as gaussian_module
+from matchopt.methods import make_method
+from matchopt.methods.training import fit_seeds
 from matchopt.models import EnsembleConfig, GaussianEnsemble, GaussianMLP, bootstrap_weights
 from matchopt.models.gaussian import fit_gaussian, soft_clamp
+from matchopt.tasks import load_task
 
 
 def _line(n=256, seed=0):
@@ -91,3 +96,65 @@ def test_a_member_alone_is_a_stack_of_one():
     members = [GaussianMLP(3, (4,)), GaussianMLP(3, (4,))]
     with pytest.raises(ValueError, match="stacked=False trains one member, got 2"):
         fit_members(members, x, y, epochs=1, batch_size=5, lr=1e-3, stacked=False)
+
+
+@pytest.mark.numerics
+def test_batched_wide_ensembles_equal_members_trained_one_after_another(monkeypatch):
+    """Wide members (Ens-Mean's 2048) train one after another alone, skipping rows of zero
+    bootstrap weight; in a seed batch they train in lockstep with those rows weighted 0: the
+    same loss, summed in another order."""
+    monkeypatch.setattr(gaussian_module, "GROUPED_MAX_WIDTH", 0)
+    data = load_task("styblinski-tang").offline
+    calls = []
+    real = gaussian_module.fit_members
+
+    def counted(*args, **kwargs):
+        calls.extend([1] if kwargs.get("stacked") is False else [])  # members trained alone
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gaussian_module, "fit_members", counted)
+    alone = [make_method("ens-mean", "quick", {}, seed=s).fit(data) for s in (3, 4)]
+    assert len(calls) == 2 * 5  # each member of each seed in turn
+    batch = fit_seeds([make_method("ens-mean", "quick", {}, seed=s) for s in (3, 4)], data)
+    assert len(calls) == 10  # the batch trains in lockstep
+    for one, batched in zip(alone, batch):
+        mine, theirs = _flat(one.ensemble_), _flat(batched.ensemble_)
+        assert (mine - theirs).abs().max() <= TRAINING_ROUNDOFF * mine.abs().max()
+        designs, reference = batched.propose(16), one.propose(16)
+        np.testing.assert_allclose(
+            designs, reference, rtol=0, atol=TRAINING_ROUNDOFF * np.abs(reference).max()
+        )
+
+
+@pytest.mark.numerics
+def test_a_lockstep_step_of_wide_members_has_each_members_gradients_within_roundoff():
+    """Wide members (Ens-Mean's are 2048) trained in a seed batch: one step's gradients are each
+    member's own within Higham's bound. Over a training they part further than that (Adam's
+    first steps move a weight by about lr times the sign of its gradient, so a near-zero entry
+    whose sign round-off flips moves by 2 lr: docs/benchmarks.md), as they do between the
+    sequential path with and without its skipping of zero-weight rows."""
+    from matchopt.models.gaussian import GaussianMLP, StackedMembers
+
+    generator = torch.Generator().manual_seed(4)
+    members = []
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        members.append(GaussianMLP(32, (512, 512)))
+    x = torch.randn(3, 128, 32, generator=generator)
+    y = torch.randn(3, 128, generator=generator)
+    w = torch.rand(3, 128, generator=generator)
+    stacked = StackedMembers(members)
+    mean, log_std = stacked(x)
+    nll = gaussian_module.gaussian_nll(mean, log_std, y)
+    ((w * nll).sum(1) / w.sum(1)).sum().backward()
+    for k, member in enumerate(members):
+        ((w[k] * member.nll(x[k], y[k])).sum() / w[k].sum()).backward()
+        linears = [m for m in member.body if isinstance(m, torch.nn.Linear)]
+        # Three layers of at most 512 terms, then 128 rows summed into each weight's gradient.
+        bound = SAFETY * 8 * dot_roundoff(512 * 128, torch.float32)
+        for layer, weight, bias in zip(linears, stacked.weight, stacked.bias):
+            for own, batched in (
+                (layer.weight.grad.T, weight.grad[k]),
+                (layer.bias.grad, bias.grad[k, 0]),
+            ):
+                assert (batched - own).abs().max() <= bound * own.abs().max()
