@@ -14,7 +14,7 @@
 #                                                  # round6 | round6-hopper |
 #                                                  # round7 | round7-second |
 #                                                  # round8 | round8-hopper |
-#                                                  # landscapes | round9)
+#                                                  # landscapes | round9 | round10)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -160,6 +160,20 @@ round9() {
         --out "$OUT/candidates-r9" --threads 1 --workers 1
 }
 
+round10() {
+    # Round 10 (docs/suite-rounds.md): the candidate $1 into $OUT/candidates-r10; first the cells
+    # where round 9's candidate fell (tfbind8 and potts, seeds 0-3), then round 9's order.
+    $MATCHOPT bench --tasks tfbind8,potts --methods "$1" --seeds 0,1,2,3 \
+        --out "$OUT/candidates-r10" --threads 1 --workers 1
+    round5_extended "$1" candidates-r10
+    for task in $LANDSCAPE_TASKS; do
+        $MATCHOPT bench --tasks "$task" --methods "$1" --seeds 0,1,2 \
+            --out "$OUT/candidates-r10" --threads 1 --workers 1
+    done
+    $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
+        --out "$OUT/candidates-r10" --threads 1 --workers 1
+}
+
 later_round_hopper() {
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
         --out "$OUT/$2-hopper" --threads 1 --workers 1
@@ -188,6 +202,8 @@ case "$LANE" in
     pool) pool ;;
     landscapes) landscapes ;;
     round9) round9 matchopt-ens-mix-near-k1 ;;
+    # Round 10: the midpoint rule on one interval, one gradient per segment between its designs.
+    round10) round10 matchopt-ens-mix-near-mid ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -198,8 +214,8 @@ case "$LANE" in
     *)
         echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
             "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool," \
-            "round6, round6-hopper, round7, round7-second, round8, round8-hopper, landscapes, round9" \
-            "or both, not $LANE" >&2
+            "round6, round6-hopper, round7, round7-second, round8, round8-hopper, landscapes, round9," \
+            "round10 or both, not $LANE" >&2
         exit 2
         ;;
 esac

@@ -77,6 +77,21 @@ def test_quadratures_against_the_exact_line_integral():
     correction = ((g0 * dx).sum(-1) - (g1 * dx).sum(-1)) / 10
     torch.testing.assert_close(left, trapezoid + correction)
 
+    midpoint = line_integral_estimates(g, x, quadrature_rule("midpoint", 5))
+    midpoint_error = midpoint.detach() - exact_difference
+    # For smooth f the midpoint error is about -1/2 the trapezoid's (both ~ 1/kappa^2).
+    ratio = midpoint_error / (trapezoid.detach() - exact_difference)
+    torch.testing.assert_close(ratio, torch.full_like(ratio, -0.5), atol=0.05, rtol=0)
+
+
+def test_midpoint_nodes_lie_inside_the_intervals():
+    rule = quadrature_rule("midpoint", 4)
+    assert rule.interior_t == (0.125, 0.375, 0.625, 0.875)
+    assert rule.interior_weights == (0.25,) * 4
+    assert rule.start_weight == rule.end_weight == 0
+    one = quadrature_rule("midpoint", 1)
+    assert one.interior_t == (0.5,) and one.interior_weights == (1.0,)
+
 
 @pytest.mark.numerics
 @pytest.mark.parametrize(
@@ -86,6 +101,8 @@ def test_quadratures_against_the_exact_line_integral():
         (7, (16,), "left-riemann", 5, 0.5),
         (5, (8, 6), "trapezoid", 3, 0.0),
         (3, (4, 4, 4, 4), "trapezoid", 1, 2.0),
+        (24, (512, 128, 32), "midpoint", 1, 1.0),
+        (6, (8, 6), "midpoint", 3, 0.0),
     ],
 )
 def test_fused_step_equals_autograd(d, hidden, quadrature, kappa, alpha):

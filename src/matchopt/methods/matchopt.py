@@ -84,9 +84,11 @@ class GradientMatchingConfig:
     lr: float = learning_rate(1e-4)
     """Adam learning rate of the surrogate."""
     quadrature: str = field(
-        default="trapezoid", metadata={"choices": ("trapezoid", "left-riemann", "exact")}
+        default="trapezoid",
+        metadata={"choices": ("trapezoid", "midpoint", "left-riemann", "exact")},
     )
-    """Line-integral rule: trapezoid (eq. 13), left-riemann (public script), exact (g(x')-g(x))."""
+    """Line-integral rule: trapezoid (eq. 13), midpoint (one node inside each interval),
+    left-riemann (public script), exact (g(x')-g(x))."""
     kappa: int = field(default=5, metadata={"range": (1, 1000)})
     """Number of quadrature intervals on each segment (its memory grows with it: at most 1000)."""
     alpha: float = field(default=1.0, metadata={"range": (0.0, 1e6)})
@@ -187,10 +189,15 @@ def quadrature_rule(name: str, kappa: int) -> QuadratureRule | None:
     """The rule for ``name`` with ``kappa`` intervals; ``None`` for the exact integral.
 
     trapezoid (paper eq. 13): ``1/(2 kappa) sum_u [f((u-1)/kappa) + f(u/kappa)]``.
+    midpoint: ``1/kappa sum_u f((u - 1/2)/kappa)``: kappa nodes, none at a segment's ends, with
+    half the trapezoid's error for twice-differentiable f (and the opposite sign).
     left-riemann (public script): ``1/kappa sum_{u=0}^{kappa-1} f(u/kappa)``.
     """
     if kappa < 1:
         raise MatchoptError(f"kappa must be >= 1, got {kappa}")
+    if name == "midpoint":
+        middles = tuple((u - 0.5) / kappa for u in range(1, kappa + 1))
+        return QuadratureRule(0.0, 0.0, middles, tuple(1.0 / kappa for _ in middles))
     interior_t = tuple(j / kappa for j in range(1, kappa))
     interior_w = tuple(1.0 / kappa for _ in interior_t)
     if name == "trapezoid":
@@ -379,7 +386,8 @@ class _FusedForward(NamedTuple):
     inner_w: torch.Tensor  # quadrature weights of the interior nodes
     acts: list[torch.Tensor]  # hidden activations of every row (points, then interior nodes)
     masks: list[torch.Tensor]  # their LeakyReLU derivative masks
-    g: list[torch.Tensor]  # input gradients: g[l] with respect to a_{l+1}
+    first_row: int  # the first row whose input gradient the rule weighs (0 or the interior's)
+    g: list[torch.Tensor]  # input gradients of rows first_row on: g[l] w.r.t. a_{l+1}
     integral: torch.Tensor  # the quadrature of g_1 along each segment (P x H1)
     values: torch.Tensor  # the model's values at the trajectory points
     estimates: torch.Tensor  # the line-integral estimates of y's differences (P,)
@@ -406,15 +414,19 @@ def _fused_forward(model: MLP, x: torch.Tensor, rule: QuadratureRule) -> _FusedF
     acts, masks = _hidden_forward(layers, a, slope)
     values = (acts[-1][:n_points] @ head.weight[0]) + head.bias
 
-    # Input gradients with respect to a_1 for every row (g[l] is the gradient w.r.t. a_{l+1}).
-    g = _input_gradients(layers, head, masks)
+    # Input gradients with respect to a_1 (g[l] is the gradient w.r.t. a_{l+1}), of every row,
+    # or of the interior nodes only when the rule gives the segments' ends no weight.
+    first_row = n_points if rule.start_weight == rule.end_weight == 0 else 0
+    g = _input_gradients(layers, head, [mask[first_row:] for mask in masks])
     g1 = g[0]
-    g1_inner = g1[n_points:].view(n_pairs, n_inner, g1.shape[1])
-    integral = rule.start_weight * g1[:n_pairs] + rule.end_weight * g1[1:n_points]
+    g1_inner = g1[n_points - first_row :].view(n_pairs, n_inner, g1.shape[1])
+    integral = torch.zeros_like(u)
+    if not first_row:
+        integral = rule.start_weight * g1[:n_pairs] + rule.end_weight * g1[1:n_points]
     if n_inner:  # kappa = 1 has no interior node (and adding zeros would change nothing)
         integral = integral + torch.einsum("pkh,k->ph", g1_inner, inner_w)
     estimates = (integral * u).sum(-1)
-    return _FusedForward(dx, u, inner_w, acts, masks, g, integral, values, estimates)
+    return _FusedForward(dx, u, inner_w, acts, masks, first_row, g, integral, values, estimates)
 
 
 def _add_matching_gradients(
@@ -433,17 +445,19 @@ def _add_matching_gradients(
     n_points = n_pairs + 1
     d_integral = d_est[:, None] * forward.u
     d_g = torch.zeros_like(g1)
-    d_g[:n_pairs] += rule.start_weight * d_integral
-    d_g[1:n_points] += rule.end_weight * d_integral
-    d_g[n_points:] = (d_integral[:, None, :] * forward.inner_w[None, :, None]).reshape(
-        -1, g1.shape[1]
-    )
+    if not forward.first_row:
+        d_g[:n_pairs] += rule.start_weight * d_integral
+        d_g[1:n_points] += rule.end_weight * d_integral
+    d_g[n_points - forward.first_row :] = (
+        d_integral[:, None, :] * forward.inner_w[None, :, None]
+    ).reshape(-1, g1.shape[1])
+    masks = [mask[forward.first_row :] for mask in forward.masks]
     grads[layers[0].weight] += (d_est[:, None] * forward.integral).T @ forward.dx
     for index in range(len(layers) - 1):
-        q = d_g * forward.masks[index]  # gradient w.r.t. g[index + 1] @ W_{index + 2}
+        q = d_g * masks[index]  # gradient w.r.t. g[index + 1] @ W_{index + 2}
         grads[layers[index + 1].weight] += forward.g[index + 1].T @ q
         d_g = q @ layers[index + 1].weight.T
-    grads[head.weight] += (d_g * forward.masks[-1]).sum(0, keepdim=True)
+    grads[head.weight] += (d_g * masks[-1]).sum(0, keepdim=True)
 
 
 # --- 3. The method -----------------------------------------------------------------------------

@@ -79,6 +79,20 @@ SINGLE_METHODS: dict[str, MethodEntry] = {
         },
         kind="matchopt",
     ),
+    "matchopt-ens-mix-near-mid": MethodEntry(
+        MatchOptEnsemble,
+        "MATCH-OPT ensemble as matchopt-ens-mix-near, its line integrals by the midpoint rule on "
+        "one interval (one input gradient per segment, halfway between its two designs)",
+        {
+            "trust_radius_l2": 4.0,
+            "bold_designs": 16,
+            "max_changes": 8,
+            "min_distance": 0.01,
+            "quadrature": "midpoint",
+            "kappa": 1,
+        },
+        kind="matchopt",
+    ),
     "matchopt-ens-mix-near-avg": MethodEntry(
         MatchOptEnsemble,
         "MATCH-OPT ensemble as matchopt-ens-mix-near, fitted on one row per distinct design (the "
