@@ -1,6 +1,9 @@
 """benchmarks/cell_drops.py: cells where a candidate falls below another method by > 2 SE."""
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,3 +48,45 @@ def test_methods_without_common_cells_are_named(tmp_path):
     write_record(tmp_path, record("a", "cand", 0, 0.9, 0.5))
     with pytest.raises(MatchoptError, match="both cand and other"):
         module.main([str(tmp_path), "cand", "other"])
+
+
+def test_the_candidate_judgement_reports_both_methods_on_the_candidates_tasks(tmp_path):
+    # potts has the candidate's records, tfbind8 only the other methods': tfbind8 is left out.
+    for seed in range(3):
+        for task, method, p50 in [
+            ("potts", "cand", 0.7),
+            ("potts", "incumbent", 0.8),
+            ("potts", "matchopt", 0.6),
+            ("tfbind8", "incumbent", 0.8),
+            ("tfbind8", "matchopt", 0.6),
+        ]:
+            write_record(tmp_path / "runs", record(task, method, seed, 0.9 + 0.01 * seed, p50))
+    result = subprocess.run(
+        ["bash", str(SCRIPT.parent / "candidate_judgement.sh"), "cand", "incumbent"],
+        env={
+            **os.environ,
+            "RESULTS": str(tmp_path),
+            "PYTHON": sys.executable,
+            "BASELINES": "matchopt",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "tasks with records of cand: potts\n" in out
+    assert "## cand among the compared baselines" in out
+    assert "## incumbent among the compared baselines" in out
+    assert "1 of 2 cells drop by more than two standard errors" in out
+
+
+def test_the_candidate_judgement_names_a_candidate_without_records(tmp_path):
+    result = subprocess.run(
+        ["bash", str(SCRIPT.parent / "candidate_judgement.sh"), "cand"],
+        env={**os.environ, "RESULTS": str(tmp_path), "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1 and "no records of cand under" in result.stderr
