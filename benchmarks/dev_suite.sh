@@ -14,7 +14,8 @@
 #                                                  # round6 | round6-hopper |
 #                                                  # round7 | round7-second |
 #                                                  # round8 | round8-hopper |
-#                                                  # landscapes | round9 | round10)
+#                                                  # landscapes | round9 | round10 |
+#                                                  # round11)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -174,6 +175,23 @@ round10() {
         --out "$OUT/candidates-r10" --threads 1 --workers 1
 }
 
+round11() {
+    # Round 11 (docs/suite-rounds.md): the candidate $1 into $OUT/candidates-r11; first the cells
+    # where rounds 9 and 10 fell (hartmann6 and rosenbrock20, seeds 0-2; tfbind8 and potts,
+    # seeds 0-3), then round 9's order.
+    $MATCHOPT bench --tasks hartmann6,rosenbrock20 --methods "$1" --seeds 0,1,2 \
+        --out "$OUT/candidates-r11" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts --methods "$1" --seeds 0,1,2,3 \
+        --out "$OUT/candidates-r11" --threads 1 --workers 1
+    round5_extended "$1" candidates-r11
+    for task in $LANDSCAPE_TASKS; do
+        $MATCHOPT bench --tasks "$task" --methods "$1" --seeds 0,1,2 \
+            --out "$OUT/candidates-r11" --threads 1 --workers 1
+    done
+    $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
+        --out "$OUT/candidates-r11" --threads 1 --workers 1
+}
+
 later_round_hopper() {
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
         --out "$OUT/$2-hopper" --threads 1 --workers 1
@@ -204,6 +222,8 @@ case "$LANE" in
     round9) round9 matchopt-ens-mix-near-k1 ;;
     # Round 10: the midpoint rule on one interval, one gradient per segment between its designs.
     round10) round10 matchopt-ens-mix-near-mid ;;
+    # Round 11: the trapezoid rule on two intervals, gradients at the designs and between them.
+    round11) round11 matchopt-ens-mix-near-k2 ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -215,7 +235,7 @@ case "$LANE" in
         echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
             "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool," \
             "round6, round6-hopper, round7, round7-second, round8, round8-hopper, landscapes, round9," \
-            "round10 or both, not $LANE" >&2
+            "round10, round11 or both, not $LANE" >&2
         exit 2
         ;;
 esac

@@ -93,6 +93,19 @@ SINGLE_METHODS: dict[str, MethodEntry] = {
         },
         kind="matchopt",
     ),
+    "matchopt-ens-mix-near-k2": MethodEntry(
+        MatchOptEnsemble,
+        "MATCH-OPT ensemble as matchopt-ens-mix-near, its line integrals by the trapezoid rule on "
+        "two intervals (input gradients at the trajectory points and halfway between them)",
+        {
+            "trust_radius_l2": 4.0,
+            "bold_designs": 16,
+            "max_changes": 8,
+            "min_distance": 0.01,
+            "kappa": 2,
+        },
+        kind="matchopt",
+    ),
     "matchopt-ens-mix-near-avg": MethodEntry(
         MatchOptEnsemble,
         "MATCH-OPT ensemble as matchopt-ens-mix-near, fitted on one row per distinct design (the "
