@@ -148,48 +148,34 @@ landscapes() {
     done
 }
 
-round9() {
-    # Round 9 (docs/suite-rounds.md): the candidate $1 on every task of the enlarged suite, seeds 0-2
-    # (and seed 3 where the recommended method has it), into $OUT/candidates-r9; hopper-local
-    # last (the costliest).
-    round5_extended "$1" candidates-r9
+enlarged_suite_round() {
+    # The candidate $1 on every task of the enlarged suite, seeds 0-2 (and seed 3 where the
+    # recommended method has it), into $OUT/$2; hopper-local last (the costliest).
+    round5_extended "$1" "$2"
     for task in $LANDSCAPE_TASKS; do
         $MATCHOPT bench --tasks "$task" --methods "$1" --seeds 0,1,2 \
-            --out "$OUT/candidates-r9" --threads 1 --workers 1
+            --out "$OUT/$2" --threads 1 --workers 1
     done
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
-        --out "$OUT/candidates-r9" --threads 1 --workers 1
+        --out "$OUT/$2" --threads 1 --workers 1
 }
 
 round10() {
-    # Round 10 (docs/suite-rounds.md): the candidate $1 into $OUT/candidates-r10; first the cells
-    # where round 9's candidate fell (tfbind8 and potts, seeds 0-3), then round 9's order.
+    # Round 10 (docs/suite-rounds.md): first the cells where round 9's candidate fell (tfbind8
+    # and potts, seeds 0-3), then round 9's order.
     $MATCHOPT bench --tasks tfbind8,potts --methods "$1" --seeds 0,1,2,3 \
         --out "$OUT/candidates-r10" --threads 1 --workers 1
-    round5_extended "$1" candidates-r10
-    for task in $LANDSCAPE_TASKS; do
-        $MATCHOPT bench --tasks "$task" --methods "$1" --seeds 0,1,2 \
-            --out "$OUT/candidates-r10" --threads 1 --workers 1
-    done
-    $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
-        --out "$OUT/candidates-r10" --threads 1 --workers 1
+    enlarged_suite_round "$1" candidates-r10
 }
 
 round11() {
-    # Round 11 (docs/suite-rounds.md): the candidate $1 into $OUT/candidates-r11; first the cells
-    # where rounds 9 and 10 fell (hartmann6 and rosenbrock20, seeds 0-2; tfbind8 and potts,
-    # seeds 0-3), then round 9's order.
+    # Round 11 (docs/suite-rounds.md): first the cells where rounds 9 and 10 fell (hartmann6 and
+    # rosenbrock20, seeds 0-2; tfbind8 and potts, seeds 0-3), then round 9's order.
     $MATCHOPT bench --tasks hartmann6,rosenbrock20 --methods "$1" --seeds 0,1,2 \
         --out "$OUT/candidates-r11" --threads 1 --workers 1
     $MATCHOPT bench --tasks tfbind8,potts --methods "$1" --seeds 0,1,2,3 \
         --out "$OUT/candidates-r11" --threads 1 --workers 1
-    round5_extended "$1" candidates-r11
-    for task in $LANDSCAPE_TASKS; do
-        $MATCHOPT bench --tasks "$task" --methods "$1" --seeds 0,1,2 \
-            --out "$OUT/candidates-r11" --threads 1 --workers 1
-    done
-    $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
-        --out "$OUT/candidates-r11" --threads 1 --workers 1
+    enlarged_suite_round "$1" candidates-r11
 }
 
 later_round_hopper() {
@@ -219,7 +205,7 @@ case "$LANE" in
     round8-hopper) later_round_hopper auto candidates-r8 ;;
     pool) pool ;;
     landscapes) landscapes ;;
-    round9) round9 matchopt-ens-mix-near-k1 ;;
+    round9) enlarged_suite_round matchopt-ens-mix-near-k1 candidates-r9 ;;
     # Round 10: the midpoint rule on one interval, one gradient per segment between its designs.
     round10) round10 matchopt-ens-mix-near-mid ;;
     # Round 11: the trapezoid rule on two intervals, gradients at the designs and between them.
