@@ -7,6 +7,8 @@
 # (methods/gradient_ascent.py) and RoMA's inner_lr 5e-4 (methods/roma.py).
 #
 #   bash benchmarks/superconductor.sh                     # LANE=cpu, then the report
+#   LANE=ensemble OUT=results/sc-ens bash benchmarks/superconductor.sh  # its last step only,
+#                                                         # beside the cpu lane (own folder)
 #   LANE=gpu bash benchmarks/superconductor.sh            # on a lent GPU machine: gpu_grid.sh
 #                                                         # with TASK=superconductor (its notes)
 #   LANE=gpu-bound-cpu bash benchmarks/superconductor.sh  # the same four methods on the CPU
@@ -14,8 +16,10 @@
 #
 # Lanes:
 # * cpu: the 12 methods of TF-Bind-8's CPU table (results/main/tfbind8), cheapest first, then
-#   the recommended method and `auto`, then the three that share one Gaussian ensemble per seed
-#   (Ens-Mean trains it, Ens-Min and GA read it; the costliest).
+#   the recommended method, then the three that share one Gaussian ensemble per seed (Ens-Mean
+#   trains it, Ens-Min and GA read it), then `auto` (which trains its whole pool; the costliest).
+# * ensemble: those three alone, to run beside the cpu lane into another folder (a bench locks
+#   its folder); copy its superconductor/ records into results/main after (cp -rn).
 # * gpu: BONET, COMs, MINs and DDOM, seeds batched, on the device (benchmarks/gpu_grid.sh).
 # * gpu-bound-cpu: the same four on this CPU, one thread: TF-Bind-8 took ~2.6 h (DDOM), ~10 h
 #   (MINs), ~9.6 h (COMs) and ~87 h (BONET) per seed here (results/main/pending.csv).
@@ -35,7 +39,7 @@ MATCHOPT="${MATCHOPT:-python -m matchopt.cli}"
 GPU_GRID="${GPU_GRID:-bash benchmarks/gpu_grid.sh}"
 
 CPU_TABLE="random,untrained,cma-es,bo-qei,bdi,cbas,roma,matchopt-noreg,matchopt"
-RECOMMENDED="matchopt-ens-mix-near,auto"  # matchopt.names.RECOMMENDED_METHOD, then auto
+RECOMMENDED="matchopt-ens-mix-near"  # matchopt.names.RECOMMENDED_METHOD
 ENSEMBLE="ens-mean,ens-min,ga"
 GPU_BOUND="ddom,coms,mins,bonet"
 
@@ -44,20 +48,26 @@ bench() {
         --preset paper --out "$OUT" --threads 1 --workers 1 "$@"
 }
 
-cpu() {
-    bench --methods "$CPU_TABLE" --set superconductor:roma.inner_lr=5e-4
-    bench --methods "$RECOMMENDED"
+ensemble() {
     bench --methods "$ENSEMBLE" --set superconductor:ens-mean.epochs=50 \
         --set superconductor:ens-min.epochs=50 --set superconductor:ga.epochs=50
 }
 
+cpu() {
+    bench --methods "$CPU_TABLE" --set superconductor:roma.inner_lr=5e-4
+    bench --methods "$RECOMMENDED"
+    ensemble
+    bench --methods auto
+}
+
 case "$LANE" in
     cpu) cpu ;;
+    ensemble) ensemble ;;
     gpu) TASK=superconductor METHODS="$GPU_BOUND" SEEDS="$SEEDS" RESULTS="$OUT" $GPU_GRID ;;
     gpu-bound-cpu) bench --methods "$GPU_BOUND" ;;
     report) ;;
     *)
-        echo "LANE must be cpu, gpu, gpu-bound-cpu or report, not $LANE" >&2
+        echo "LANE must be cpu, ensemble, gpu, gpu-bound-cpu or report, not $LANE" >&2
         exit 2
         ;;
 esac

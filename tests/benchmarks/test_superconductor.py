@@ -46,8 +46,10 @@ def test_the_cpu_lane_runs_tfbind8s_cpu_table_the_recommended_method_and_auto(tm
         assert values(words, "--seeds") == ["0,1,2,3"] and values(words, "--preset") == ["paper"]
         assert values(words, "--threads") == ["1"] and values(words, "--workers") == ["1"]
         assert values(words, "--out") == ["results/main"]
-    # Ens-Mean trains the ensemble that Ens-Min and GA read: it runs first of the three.
+    # Ens-Mean trains the ensemble that Ens-Min and GA read: it runs first of the three; the
+    # acceptance's methods come before `auto`, which trains a whole pool.
     assert methods.index("ens-mean") < min(methods.index("ens-min"), methods.index("ga"))
+    assert methods.index("auto") == len(methods) - 1
     assert lines[-1] == ["matchopt", "report", "results/main", "--tasks", "superconductor"]
 
 
@@ -67,6 +69,12 @@ def test_the_cpu_lanes_settings_are_the_reference_codes_and_apply(tmp_path):
     assert configs["matchopt"] == make_method("matchopt", "paper").config_
 
 
+def test_the_ensemble_lane_is_the_cpu_lanes_ensemble_step_into_its_own_folder(tmp_path):
+    cpu = [w for w in commands("cpu", tmp_path) if "ens-mean,ens-min,ga" in w]
+    lines = commands("ensemble", tmp_path)
+    assert lines[:-1] == cpu and len(cpu) == 1
+
+
 @pytest.mark.parametrize(
     ("lane", "expected"),
     [
@@ -84,5 +92,5 @@ def test_an_unknown_lane_is_one_line_and_exit_2(tmp_path):
     proc = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
-        "LANE must be cpu, gpu, gpu-bound-cpu or report, not fast"
+        "LANE must be cpu, ensemble, gpu, gpu-bound-cpu or report, not fast"
     ]
