@@ -6,7 +6,8 @@ of one cell as a batch (:func:`matchopt.methods.training.fit_seeds`: stacked par
 for all seeds) launches one step's kernels for all of them. This prints, for each method and
 each device present (the CPU, and CUDA when there is one), measured in one run:
 
-* ``alone``: seconds per TF-Bind-8 epoch (paper preset) of one seed's ``fit``;
+* ``alone``: seconds per epoch (paper preset) of one seed's ``fit`` on the task's offline rows
+  (``--task``, default TF-Bind-8);
 * ``4 batched``: seconds per epoch of ``fit_seeds`` over 4 seeds, and the ratio
   ``4 x alone / 4 batched`` (above 1: batching pays). For a method that does not batch seeds
   yet, ``fit_seeds`` fits them one after the other and the row says so;
@@ -15,14 +16,16 @@ each device present (the CPU, and CUDA when there is one), measured in one run:
 
 An epoch is timed on a slice of it: each fit trains one epoch on the first ``steps`` batches'
 rows (BONET: ``steps`` batches of trajectory windows), and the time per step is scaled to the
-steps of a full TF-Bind-8 epoch (32,898 rows; per-step cost does not depend on the data's
-size). A tiny fit first warms each device up (CUDA context, kernels).
+steps of a full epoch of the task's offline rows (TF-Bind-8: 32,898; a step's cost depends on the
+design's shape, not on the number of rows). A tiny fit first warms each device up (CUDA context,
+kernels).
 
-    python benchmarks/gpu_bound.py [--steps 10] [--methods ddom,coms] [--threads 1] [--devices cuda]
-        [--budget SECONDS [--keep-all] [--plan-file FILE]]
+    python benchmarks/gpu_bound.py [--task tfbind8] [--steps 10] [--methods ddom,coms]
+        [--threads 1] [--devices cuda] [--budget SECONDS [--keep-all] [--plan-file FILE]]
 
-Uses the real TF-Bind-8 rows when ``$MATCHOPT_DATA_DIR`` has them, else random tokens of its
-shape (the timing is the same). The last line of output is one JSON object of every number.
+Reads the task's rows from ``$MATCHOPT_DATA_DIR``; for TF-Bind-8 without its data, random tokens
+of its shape (the timing is the same). The last line of output is one JSON object of every
+number.
 """
 
 from __future__ import annotations
@@ -53,13 +56,15 @@ METHODS = {
 }
 
 
-def tfbind8_rows() -> OfflineData:
-    """TF-Bind-8's offline rows, or random tokens of its shape when its data are absent."""
-    try:
-        from matchopt.tasks import load_task
+def task_rows(task: str) -> OfflineData:
+    """The task's offline rows; for TF-Bind-8 without its data, random tokens of its shape."""
+    from matchopt.tasks import load_task
 
-        return load_task("tfbind8").offline
+    try:
+        return load_task(task).offline
     except MatchoptError:
+        if task != "tfbind8":
+            raise
         rng = np.random.default_rng(0)
         x = rng.integers(0, VOCAB, size=(ROWS, LENGTH))
         y = rng.normal(size=ROWS).astype(np.float32)
@@ -117,7 +122,7 @@ def measure(key: str, data: OfflineData, device: str, steps: int) -> dict:
     entry = get_method_entry(name)
     config = make_method(name, "paper", overrides).config_
     timing, subset, timed_steps = epoch_slice(key, data, steps)
-    full_steps = steps_per_epoch(name, config, ROWS)
+    full_steps = steps_per_epoch(name, config, len(data))
     warm = rows_of(data, 64)
     timed_fit(name, dict(timing, batch_size=32), warm, device, SEEDS[:1])  # warm-up
     alone = timed_fit(name, timing, subset, device, SEEDS[:1]) / timed_steps * full_steps
@@ -138,6 +143,7 @@ def measure(key: str, data: OfflineData, device: str, steps: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="tfbind8", help="whose offline rows (default tfbind8)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per fit (default 10)")
     parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated")
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
@@ -163,10 +169,13 @@ def main() -> None:
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     if args.devices:
         devices = [d for d in args.devices.split(",") if d]
-    data = tfbind8_rows()
+    try:
+        data = task_rows(args.task)
+    except MatchoptError as error:
+        parser.error(str(error))
     gpu = f", {torch.cuda.get_device_name()}" if "cuda" in devices else ""
     print(
-        f"TF-Bind-8 epoch ({ROWS} rows), paper preset; torch {torch.__version__}, "
+        f"{args.task} epoch ({len(data)} rows), paper preset; torch {torch.__version__}, "
         f"{torch.get_num_threads()} CPU threads{gpu}; {args.steps} timed steps per fit"
     )
     print(

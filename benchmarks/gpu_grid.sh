@@ -13,9 +13,8 @@
 #    SMOKE=0 skips step 1 (a call continuing an earlier one whose smoke run passed).
 # 2. The plan, from a measured rate: `benchmarks/gpu_bound.py` times a few training steps of
 #    each method on the device (4 seeds batched; ens-mean, ens-min and ga as one: they share
-#    their ensembles, `ensemble` in gpu_bound.py) and scales
-#    them to the paper preset's epochs of TF-Bind-8 (32,898 rows, whatever TASK is: for a
-#    smaller table, e.g. superconductor's 17,014 rows, the plan overestimates); the script
+#    their ensembles, `ensemble` in gpu_bound.py) on TASK's rows and scales them to the paper
+#    preset's epochs of TASK's table (e.g. superconductor's 17,014 rows); the script
 #    prints each method's expected minutes and
 #    keeps, cheapest first, the methods whose expected training fits in what is left of
 #    BUDGET_SECONDS (ALL=1 keeps every method: the budget then stops the grid, snapshots let
@@ -122,7 +121,7 @@ rate_methods=$(echo "${METHODS//,/ }" | tr ' ' '\n' \
     | awk '!seen[$0]++' | paste -sd, -)
 say "measuring the training rate of $rate_methods on $MATCHOPT_DEVICE ($RATE_STEPS steps each)"
 plan_file=$(mktemp)
-"$PYTHON" benchmarks/gpu_bound.py --devices "$MATCHOPT_DEVICE" --methods "$rate_methods" \
+"$PYTHON" benchmarks/gpu_bound.py --task "$TASK" --devices "$MATCHOPT_DEVICE" --methods "$rate_methods" \
     --steps "$RATE_STEPS" --budget "$(($(left) > 0 ? $(left) : 0))" ${ALL:+--keep-all} --plan-file "$plan_file" \
     2>/dev/null | tee -a "$LOG" || true
 plan=$(cat "$plan_file")

@@ -27,7 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_bound import METHODS, SEEDS, epoch_slice, rows_of, tfbind8_rows  # noqa: E402
+from gpu_bound import METHODS, SEEDS, epoch_slice, rows_of, task_rows  # noqa: E402
 
 from matchopt.methods import make_method  # noqa: E402
 from matchopt.methods.training import fit_seeds  # noqa: E402
@@ -116,7 +116,7 @@ def main() -> None:
         parser.error(f"unknown methods {unknown}; choose from {list(METHODS)}")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device here")
-    data = tfbind8_rows()
+    data = task_rows("tfbind8")
     print(
         f"TF-Bind-8, paper preset, {args.steps} steps per fit; torch {torch.__version__}, "
         f"{torch.get_num_threads()} CPU threads, {args.device}"

@@ -123,3 +123,22 @@ def test_point_mutants_are_every_design_one_token_away():
         for m in [np.where(np.arange(3) == p, t, row)]
     } - {tuple(r) for r in rows}
     assert {tuple(m) for m in mutants} == expected and len(mutants) == len(expected)
+
+
+def test_the_epoch_is_the_named_tasks_and_an_unknown_task_is_one_line():
+    script = [sys.executable, str(ROOT / "benchmarks" / "gpu_bound.py")]
+    timed = [*script, "--methods", "ddom", "--steps", "1", "--devices", "cpu"]
+    out = subprocess.run(
+        [*timed, "--task", "styblinski-tang"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    ).stdout
+    from matchopt.tasks import load_task
+
+    rows = len(load_task("styblinski-tang").offline)
+    assert out.startswith(f"styblinski-tang epoch ({rows} rows), paper preset")
+    wrong = subprocess.run([*timed, "--task", "tfbind9"], capture_output=True, text=True)
+    assert wrong.returncode == 2 and "unknown task 'tfbind9'" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
