@@ -15,7 +15,7 @@
 #                                                  # round7 | round7-second |
 #                                                  # round8 | round8-hopper |
 #                                                  # landscapes | round9 | round10 |
-#                                                  # round11)
+#                                                  # round11 | round12)
 #
 # Run it from a `git archive` of the commit (records name it; a checkout edited during a long
 # run would mix code): PYTHONPATH=/tmp/archive/src bash benchmarks/dev_suite.sh
@@ -178,6 +178,24 @@ round11() {
     enlarged_suite_round "$1" candidates-r11
 }
 
+round12() {
+    # Round 12 (docs/suite-rounds.md): the candidate $1 into $OUT/candidates-r12; first the cells
+    # where rounds 9 to 11 fell (hartmann6 and rosenbrock20, seeds 0-2; tfbind8 and potts, seeds
+    # 0-3), then hopper-local (where round 11 fell; 800 steps make it no longer the costliest),
+    # then the rest of the nineteen tasks.
+    $MATCHOPT bench --tasks hartmann6,rosenbrock20 --methods "$1" --seeds 0,1,2 \
+        --out "$OUT/candidates-r12" --threads 1 --workers 1
+    $MATCHOPT bench --tasks tfbind8,potts --methods "$1" --seeds 0,1,2,3 \
+        --out "$OUT/candidates-r12" --threads 1 --workers 1
+    $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
+        --out "$OUT/candidates-r12" --threads 1 --workers 1
+    round5_extended "$1" candidates-r12
+    for task in $LANDSCAPE_TASKS; do
+        $MATCHOPT bench --tasks "$task" --methods "$1" --seeds 0,1,2 \
+            --out "$OUT/candidates-r12" --threads 1 --workers 1
+    done
+}
+
 later_round_hopper() {
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
         --out "$OUT/$2-hopper" --threads 1 --workers 1
@@ -210,6 +228,8 @@ case "$LANE" in
     round10) round10 matchopt-ens-mix-near-mid ;;
     # Round 11: the trapezoid rule on two intervals, gradients at the designs and between them.
     round11) round11 matchopt-ens-mix-near-k2 ;;
+    # Round 12: each member trained for 800 steps at ten times the learning rate.
+    round12) round12 matchopt-ens-mix-near-short ;;
     both)
         { candidates && hopper_candidates; } > "$LOG_DIR/dev-candidates.log" 2>&1 &
         first=$!
@@ -221,7 +241,7 @@ case "$LANE" in
         echo "LANE must be candidates, hopper-candidates, baselines, round3, round3-hopper," \
             "round4, round4-hopper, extended-replicates, extended-utr, round5, round5-hopper, pool," \
             "round6, round6-hopper, round7, round7-second, round8, round8-hopper, landscapes, round9," \
-            "round10, round11 or both, not $LANE" >&2
+            "round10, round11, round12 or both, not $LANE" >&2
         exit 2
         ;;
 esac

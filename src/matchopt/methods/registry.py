@@ -106,6 +106,20 @@ SINGLE_METHODS: dict[str, MethodEntry] = {
         },
         kind="matchopt",
     ),
+    "matchopt-ens-mix-near-short": MethodEntry(
+        MatchOptEnsemble,
+        "MATCH-OPT ensemble as matchopt-ens-mix-near, each member trained for at most 800 "
+        "optimizer steps (8,000) at ten times the learning rate (1e-3)",
+        {
+            "trust_radius_l2": 4.0,
+            "bold_designs": 16,
+            "max_changes": 8,
+            "min_distance": 0.01,
+            "max_steps": 800,
+            "lr": 1e-3,
+        },
+        kind="matchopt",
+    ),
     "matchopt-ens-mix-near-avg": MethodEntry(
         MatchOptEnsemble,
         "MATCH-OPT ensemble as matchopt-ens-mix-near, fitted on one row per distinct design (the "
