@@ -168,32 +168,28 @@ round10() {
     enlarged_suite_round "$1" candidates-r10
 }
 
-round11() {
-    # Round 11 (docs/suite-rounds.md): first the cells where rounds 9 and 10 fell (hartmann6 and
-    # rosenbrock20, seeds 0-2; tfbind8 and potts, seeds 0-3), then round 9's order.
+where_rounds_fell() {
+    # The cells where rounds 9 and 10 fell, for the candidate $1 into $OUT/$2: hartmann6 and
+    # rosenbrock20 (seeds 0-2), tfbind8 and potts (seeds 0-3).
     $MATCHOPT bench --tasks hartmann6,rosenbrock20 --methods "$1" --seeds 0,1,2 \
-        --out "$OUT/candidates-r11" --threads 1 --workers 1
+        --out "$OUT/$2" --threads 1 --workers 1
     $MATCHOPT bench --tasks tfbind8,potts --methods "$1" --seeds 0,1,2,3 \
-        --out "$OUT/candidates-r11" --threads 1 --workers 1
+        --out "$OUT/$2" --threads 1 --workers 1
+}
+
+round11() {
+    # Round 11 (docs/suite-rounds.md): first where rounds 9 and 10 fell, then round 9's order.
+    where_rounds_fell "$1" candidates-r11
     enlarged_suite_round "$1" candidates-r11
 }
 
 round12() {
-    # Round 12 (docs/suite-rounds.md): the candidate $1 into $OUT/candidates-r12; first the cells
-    # where rounds 9 to 11 fell (hartmann6 and rosenbrock20, seeds 0-2; tfbind8 and potts, seeds
-    # 0-3), then hopper-local (where round 11 fell; 800 steps make it no longer the costliest),
-    # then the rest of the nineteen tasks.
-    $MATCHOPT bench --tasks hartmann6,rosenbrock20 --methods "$1" --seeds 0,1,2 \
-        --out "$OUT/candidates-r12" --threads 1 --workers 1
-    $MATCHOPT bench --tasks tfbind8,potts --methods "$1" --seeds 0,1,2,3 \
-        --out "$OUT/candidates-r12" --threads 1 --workers 1
+    # Round 12 (docs/suite-rounds.md): first where rounds 9 and 10 fell, then hopper-local (where
+    # round 11 fell; at 800 steps no longer the costliest), then the rest of the suite.
+    where_rounds_fell "$1" candidates-r12
     $MATCHOPT bench --tasks hopper-local --methods "$1" --seeds 0,1,2 \
         --out "$OUT/candidates-r12" --threads 1 --workers 1
-    round5_extended "$1" candidates-r12
-    for task in $LANDSCAPE_TASKS; do
-        $MATCHOPT bench --tasks "$task" --methods "$1" --seeds 0,1,2 \
-            --out "$OUT/candidates-r12" --threads 1 --workers 1
-    done
+    enlarged_suite_round "$1" candidates-r12
 }
 
 later_round_hopper() {
