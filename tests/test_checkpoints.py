@@ -21,6 +21,7 @@ import matchopt.methods.matchopt as matchopt_module
 from matchopt.checkpoints import TrainingCheckpoint, run_key
 from matchopt.methods import RunContext, make_method
 from matchopt.records import read_record
+from matchopt.safe_paths import LinkError
 from matchopt.tasks import load_task
 
 SETTINGS = {"epochs": 12, "validation_every": 2}
@@ -332,14 +333,52 @@ def test_a_cell_killed_while_proposing_does_not_train_again(tmp_path, monkeypatc
 
 def test_remove_snapshot_removes_its_stages_only(tmp_path):
     names = ["run[1].pt", "run[1].refit.pt", "run1.refit.pt", "run[1]0.refit.pt", "other.pt"]
+    # The fits of a method made of several, and names that only look like theirs.
+    names += ["run[1].full0.member3.pt", "run[1].lower12.pt", "run[1].lower1.search-16.pt"]
+    names += ["run[1].full0.full1.pt", "run[1].pool0.pt", "run[1].lower01.pt"]
     for name in names:
         (tmp_path / name).write_bytes(b"")
+    shared = tmp_path / "run[1].shared"  # their Gaussian ensembles: cache files go, others stay
+    shared.mkdir()
+    (shared / ("ab" * 16 + ".pt")).write_bytes(b"")
     checkpoints.remove_snapshot(tmp_path / "run[1].pt")  # glob characters in the name
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "other.pt",
         "run1.refit.pt",
+        "run[1].full0.full1.pt",
+        "run[1].lower01.pt",
+        "run[1].pool0.pt",
         "run[1]0.refit.pt",
     ]
+    assert not shared.exists()
+    shared.mkdir()
+    (shared / "notes.txt").write_text("mine")
+    checkpoints.remove_snapshot(tmp_path / "run[1].pt")
+    assert (shared / "notes.txt").read_text() == "mine"
+
+
+def test_the_fits_of_a_method_made_of_several_keep_files_beside_its_snapshot(tmp_path):
+    checkpoint = checkpoints.TrainingCheckpoint(tmp_path / ".snapshots" / "t" / "seed0.pt", 0)
+    part = checkpoint.part("lower1")
+    assert part.path == checkpoint.path.with_name("seed0.lower1.pt")
+    assert part.stage_path("member2").name == "seed0.lower1.member2.pt"
+    assert (part.root, part.every) == (checkpoint.root, 0)
+    assert checkpoint.shared_folder.name == "seed0.shared"
+    with pytest.raises(ValueError, match="STAGE_NAME"):
+        checkpoint.part("pool0")
+
+
+def test_a_shared_folder_that_is_a_link_is_not_followed(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / ("ab" * 16 + ".pt")).write_bytes(b"kept")
+    folder = tmp_path / ".snapshots" / "t"
+    folder.mkdir(parents=True)
+    (folder / "seed0.pt").write_bytes(b"")
+    (folder / "seed0.shared").symlink_to(elsewhere)
+    with pytest.raises(LinkError, match="seed0.shared is a link"):
+        checkpoints.remove_snapshot(folder / "seed0.pt", root=tmp_path)
+    assert (elsewhere / ("ab" * 16 + ".pt")).read_bytes() == b"kept"
 
 
 @pytest.fixture

@@ -11,7 +11,11 @@ the snapshot, checks that it belongs to the same run (method, config, seed and d
 digest), restores it and trains the remaining epochs: the designs are the same as those of an
 uninterrupted run. A fit of several loops (MATCH-OPT's training, then its refit on all rows) keeps
 one file per loop (``seed0.pt``, ``seed0.refit.pt``), so a kill in a later loop keeps the earlier
-ones finished. Snapshots of the older ``torch.save`` format are not read (a warning; the
+ones finished. A method made of several fits (``auto``'s pool) gives each fit a snapshot file of
+its own beside the run's (:meth:`TrainingCheckpoint.part`: ``seed0.lower0.pt``,
+``seed0.full0.member3.pt``) and keeps the Gaussian ensembles they share in a folder beside it
+(``seed0.shared``, :attr:`TrainingCheckpoint.shared_folder`); removing the run's snapshot removes
+them all. Snapshots of the older ``torch.save`` format are not read (a warning; the
 training starts from scratch and writes the new format).
 
 The last epoch always leaves a snapshot (the finished state), and it stays after ``fit``: a run
@@ -90,9 +94,20 @@ DEFAULT_EVERY = 300.0
 SNAPSHOT_FOLDER = ".snapshots"
 #: The ``kind`` of the state files (:mod:`matchopt.state`) that hold snapshots.
 SNAPSHOT_KIND = "training-snapshot"
-#: The stages of a fit other than ``main``, each a file ``<stem>.<stage><suffix>``: MATCH-OPT's
-#: refit, an ensemble's members, CMA-ES's search of n designs. Clean-ups delete these names only.
-STAGE_NAME = re.compile(r"refit|member(0|[1-9][0-9]{0,5})|search-[1-9][0-9]{0,8}")
+#: The stages of one method's fit other than ``main``: MATCH-OPT's refit, an ensemble's
+#: members, CMA-ES's search of n designs.
+_LOOP_STAGE = r"refit|member(?:0|[1-9][0-9]{0,5})|search-[1-9][0-9]{0,8}"
+#: The stages of a fit other than ``main``, each a file ``<stem>.<stage><suffix>``: those of
+#: :data:`_LOOP_STAGE`, and the fits of a method made of several (``auto``'s pool member k on
+#: the pseudo-offline rows, ``lower<k>``, and on all rows, ``full<k>``), each with the stages of
+#: its own fit (``full0.member3``). Clean-ups delete these names only.
+STAGE_NAME = re.compile(
+    rf"(?:(?:lower|full)(?:0|[1-9][0-9]{{0,2}})(?:\.(?:{_LOOP_STAGE}))?)|{_LOOP_STAGE}"
+)
+#: The folder ``<stem>.shared`` beside a snapshot file, where the fits of a method made of
+#: several keep the Gaussian ensembles they share (:mod:`matchopt.models.ensemble_cache`), so
+#: that a killed run finds the members trained before the kill.
+SHARED_SUFFIX = ".shared"
 
 
 class _Interrupt:
@@ -429,6 +444,19 @@ class TrainingCheckpoint:
             raise ValueError(f"snapshot stage {stage!r} is not one of STAGE_NAME")
         return self.path.with_name(f"{self.path.stem}.{stage}{self.path.suffix}")
 
+    def part(self, stage: str) -> TrainingCheckpoint:
+        """The snapshot file of one fit of a method made of several (``stage`` of
+        :data:`STAGE_NAME`, such as ``lower0``): its own run's snapshots, whose stages are
+        files beside this one (``<stem>.lower0.member3<suffix>``), so that
+        :func:`remove_snapshot` of this file removes them too."""
+        return TrainingCheckpoint(self.stage_path(stage), self.every, self.root)
+
+    @property
+    def shared_folder(self) -> Path:
+        """The folder where the fits of a method made of several share Gaussian ensembles
+        (:data:`SHARED_SUFFIX`); :func:`remove_snapshot` of this file removes it."""
+        return _shared_folder(self.path)
+
     def load(
         self,
         stage: str,
@@ -629,11 +657,20 @@ def remove_snapshot_temporaries(
     with open_folder(root, parts_below(root, path.parent)) as folder:
         for name in _stage_names(folder, path) if folder is not None else ():
             folder.remove(temporary_name(name))
+    from matchopt.models.ensemble_cache import remove_cache_temporaries
+
+    remove_cache_temporaries(_shared_folder(path), root)
+
+
+def _shared_folder(path: Path) -> Path:
+    """The shared folder of the snapshot ``path`` (:attr:`TrainingCheckpoint.shared_folder`)."""
+    return path.with_name(path.stem + SHARED_SUFFIX)
 
 
 def remove_snapshot(path: str | os.PathLike, root: str | os.PathLike | None = None) -> None:
     """Remove the snapshot ``path`` and those of its other stages, each by its exact name (and
-    the temporary file through which it is written), then the folders that this leaves empty,
+    the temporary file through which it is written), the ensembles of its shared folder
+    (:attr:`TrainingCheckpoint.shared_folder`), then the folders that this leaves empty,
     up to and including the ``.snapshots`` folder a run keeps them in; no link below ``root``
     (default :func:`snapshot_root`) is followed."""
     path = Path(path)
@@ -645,6 +682,9 @@ def remove_snapshot(path: str | os.PathLike, root: str | os.PathLike | None = No
         for name in _stage_names(folder, path):
             folder.remove(name)
             folder.remove(temporary_name(name))
+    from matchopt.models.ensemble_cache import remove_cache_folder
+
+    remove_cache_folder(_shared_folder(path), root)  # its cache files, then it if empty
     if SNAPSHOT_FOLDER not in parts:
         return
     top = len(parts) - 1 - parts[::-1].index(SNAPSHOT_FOLDER)

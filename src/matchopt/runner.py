@@ -18,6 +18,7 @@ from matchopt._version import __version__, source_commit
 from matchopt.errors import MatchoptError
 from matchopt.evaluation import lab_view, percentile
 from matchopt.methods import Method, RunContext, make_method
+from matchopt.methods.base import resumed_seconds
 from matchopt.methods.training import fit_seeds
 from matchopt.records import RunRecord, check_record
 from matchopt.runtime import limit_threads, resolve_device
@@ -196,16 +197,6 @@ def _run_alone(
     return _propose_and_score(
         task_obj, solver, spec, n_designs, fit_seconds + earlier, whole, extra
     )
-
-
-def resumed_seconds(solver: Method) -> float:
-    """Seconds a fitted method trained in earlier sittings: those of the snapshot it continued
-    a killed run from (:attr:`~matchopt.methods.engine.RunContext.resumed_seconds`), and those
-    of the members of a shared ensemble that an earlier sitting left in the ensemble cache (its
-    ``fit_report``'s ``shared_ensemble``). 0 for a fit in one sitting. Run records add them to
-    ``fit_seconds``, so that a resumed run reports the time of its whole training."""
-    shared = solver.fit_report().get("shared_ensemble") or {}
-    return solver.run.resumed_seconds + float(shared.get("earlier_seconds", 0.0))
 
 
 @dataclass

@@ -202,3 +202,63 @@ def test_members_that_predict_alike_judge_once(fitted, potts):
     }
     twin._fit_judge(potts)
     assert twin.judges_ == ["cma-es", "matchopt-ens-mix"]
+
+
+def test_a_killed_choice_resumes_its_pool_fits_to_the_same_designs(
+    potts, fitted, monkeypatch, tmp_path
+):
+    import matchopt.methods.matchopt as matchopt_module
+    from matchopt.checkpoints import remove_snapshot
+    from matchopt.models.gaussian import GaussianEnsemble
+
+    real_step, real_fit = matchopt_module.fused_loss_and_gradients, GaussianEnsemble.fit
+    steps, ensembles = [], []
+
+    def sitting(stop_step=None, stop_ensemble=None):  # counts this sitting's training
+        steps.clear(), ensembles.clear()
+
+        def step(*args, **kwargs):
+            steps.append(1)
+            if len(steps) == stop_step:
+                raise KeyboardInterrupt
+            return real_step(*args, **kwargs)
+
+        def fit(*args, **kwargs):
+            ensembles.append(1)
+            if len(ensembles) == stop_ensemble:
+                raise KeyboardInterrupt
+            return real_fit(*args, **kwargs)
+
+        monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", step)
+        monkeypatch.setattr(GaussianEnsemble, "fit", fit)
+
+    sitting()
+    make_method("auto", "quick", seed=0).fit(potts)
+    whole_steps, whole_ensembles = len(steps), len(ensembles)
+    snapshot = tmp_path / ".snapshots" / "potts" / "auto" / "seed0.pt"
+
+    def resumed():
+        return make_method("auto", "quick", seed=0).resume_from(snapshot, 0).fit(potts)
+
+    # Killed in the last epoch of matchopt-ens-mix's full-data fit (the pool's first), after
+    # every pseudo-offline fit.
+    sitting(stop_step=whole_steps - 2)
+    with pytest.raises(KeyboardInterrupt):
+        resumed()
+    names = {p.name for p in snapshot.parent.iterdir()}
+    assert {"seed0.lower0.member1.pt", "seed0.full0.member1.pt", "seed0.shared"} <= names
+    # Again, as the last Gaussian ensemble (ens-mean-small's, on all rows) starts: only the
+    # lost epoch trained, and the pseudo-offline fits' ensembles were read, not trained.
+    sitting(stop_ensemble=2)
+    with pytest.raises(KeyboardInterrupt):
+        resumed()
+    assert 0 < len(steps) < whole_steps / 8 and whole_ensembles > 2
+    sitting()
+    again = resumed()
+    assert steps == [] and len(ensembles) == 1
+    assert again.protocol_ == fitted.protocol_ and again.choice_ == fitted.choice_
+    np.testing.assert_array_equal(again.propose(32), fitted.propose(32))
+    assert again.fit_report()["earlier_seconds"] > 0
+    assert "earlier_seconds" not in fitted.fit_report()  # one sitting
+    remove_snapshot(snapshot, root=tmp_path)
+    assert not (tmp_path / ".snapshots").exists()

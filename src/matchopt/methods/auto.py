@@ -36,8 +36,11 @@ bottom:
    ``min_distance`` of each other (root-mean-square difference per feature over the widths of
    the box the rows span) and no two token designs are equal.
 
-Everything is seeded: the same table and seed give the same choice and designs. Nothing here
-reads an oracle.
+Everything is seeded: the same table and seed give the same choice and designs. With a snapshot
+file (:meth:`~matchopt.methods.training.Resumable.resume_from`, ``matchopt run``, ``bench``),
+every fit of steps 2 and 3 keeps its own training snapshots beside it and the shared Gaussian
+ensembles are kept in a folder beside it, so a killed run continues where it stopped and makes
+the same choice and designs. Nothing here reads an oracle.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,10 +58,17 @@ from matchopt.config_fields import count
 from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.data import OfflineData, design_groups
 from matchopt.errors import MatchoptError
-from matchopt.methods.base import MIN_ROWS, Method, build_config, has_surrogate
+from matchopt.methods.base import (
+    MIN_ROWS,
+    Method,
+    build_config,
+    has_surrogate,
+    resumed_seconds,
+)
 from matchopt.methods.cma_es import CmaEs
 from matchopt.methods.engine import RunContext
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
+from matchopt.methods.training import Resumable
 from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
 from matchopt.search import box_widths, scaled_distances
 from matchopt.state_checks import check_int, check_number, check_str, check_type, is_number
@@ -124,7 +135,7 @@ def protocol_score(judged: np.ndarray, held_out: np.ndarray) -> float:
     return float(np.mean(reached / len(ranked)))
 
 
-class AutoChoice(Method):
+class AutoChoice(Resumable):
     """Fits a pool of methods, judges them on the table (module notes), proposes with the best.
 
     Attributes:
@@ -136,6 +147,8 @@ class AutoChoice(Method):
         held_out_designs_: how many designs the pseudo-offline split held out (the top ones).
         lower_designs_: how many designs the pseudo-offline fits saw.
         left_out_: members left out of the pool, with the reason.
+        earlier_seconds_: seconds the members' fits trained in earlier sittings, where this fit
+            continued a killed run (0: one sitting).
     """
 
     config_class = AutoConfig
@@ -156,16 +169,22 @@ class AutoChoice(Method):
             raise MatchoptError(f"pool names a method twice: {self.config_.pool}")
         return names
 
-    def _member(self, name: str, folder: str | os.PathLike | None = None) -> Method:
+    def _member(
+        self, name: str, folder: str | os.PathLike | None = None, stage: str | None = None
+    ) -> Method:
         """Pool member ``name``, built with the member preset; with ``folder``, its Gaussian
-        ensembles shared through there."""
+        ensembles shared through there; with ``stage`` and a snapshot file in this run's
+        context, its fit keeps its own snapshots in the file of that stage
+        (:meth:`~matchopt.checkpoints.TrainingCheckpoint.part`)."""
         entry = get_entry(name, SINGLE_METHODS)
         member = build_method(
             entry, self.config_.member_preset, seed=self.seed, progress=self.progress,
             device=self.device,
         )  # fmt: skip
+        snapshot = self.run.snapshot
         if folder is not None:
-            member.run = RunContext.of(ensemble_folder=folder)
+            part = snapshot.part(stage) if snapshot is not None and stage is not None else None
+            member.run = RunContext(snapshot=part, ensemble_folder=Path(folder))
         return member
 
     def _left_out(self, name: str, data: OfflineData) -> str | None:
@@ -192,20 +211,26 @@ class AutoChoice(Method):
         self.lower_designs_ = len(np.unique(groups[~held]))
         top = data.x[held][np.unique(groups[held], return_index=True)[1]]  # a row per design
         lower = self._lower_rows(data, held)
-        with tempfile.TemporaryDirectory(prefix="matchopt-auto-") as shared:
-            # One ensemble for the members that share one.
+        self.earlier_seconds_ = 0.0
+        with tempfile.TemporaryDirectory(prefix="matchopt-auto-") as scratch:
+            # One ensemble for the members that share one: kept beside the run's snapshot
+            # file, where there is one, so that a killed run finds those trained before.
+            snapshot = self.run.snapshot
+            shared = snapshot.shared_folder if snapshot is not None else scratch
             folder = self.run.ensemble_folder or shared
             judged = {}
-            for name in names:
-                member = self._member(name, folder)
+            for k, name in enumerate(names):
+                member = self._member(name, folder, f"lower{k}")
                 if lower is not None:
                     member.fit(lower)
                     judged[name] = member.propose_up_to(
                         min(config.judged_designs, member.proposal_cap(len(lower)) or 1 << 30)
                     )
+                    self.earlier_seconds_ += resumed_seconds(member)
             self.members_ = {}
-            for name in names:
-                self.members_[name] = self._member(name, folder).fit(data)
+            for k, name in enumerate(names):
+                self.members_[name] = self._member(name, folder, f"full{k}").fit(data)
+                self.earlier_seconds_ += resumed_seconds(self.members_[name])
                 self.members_[name].run = RunContext()  # the folder is gone after fit
         self.data_ = data
         self._fit_judge(data)
@@ -357,6 +382,8 @@ class AutoChoice(Method):
         check_int(self, "held_out_designs_", 0)
         check_int(self, "lower_designs_", 0)
         check_number(self, "judge_mean_")
+        if "earlier_seconds_" in vars(self):  # absent from files of an older matchopt
+            check_number(self, "earlier_seconds_", 0.0)
         check_number(self, "judge_std_", 0.0, above=True)
         pairs = check_type(self, "pairs_seen_", np.ndarray, none=True)
         k = self.data_.space.vocab_size
@@ -369,6 +396,7 @@ class AutoChoice(Method):
         """The choice, every member's protocol score and what it measures, the split's design
         counts, and the members left out."""
         check_fitted(self)
+        earlier = vars(self).get("earlier_seconds_")  # training of a killed run's sittings
         return {
             "choice": self.choice_,
             "protocol": dict(self.protocol_),
@@ -382,4 +410,4 @@ class AutoChoice(Method):
             "left_out": dict(self.left_out_),
             "judges": list(self.judges_),
             "judge": dataclasses.asdict(self.config_),
-        }
+        } | ({"earlier_seconds": earlier} if earlier else {})

@@ -158,6 +158,20 @@ def has_surrogate(method: Method | type[Method]) -> bool:
     return callable(getattr(method, "predict", None))
 
 
+def resumed_seconds(method: Method) -> float:
+    """Seconds a fitted method trained in earlier sittings: those of the snapshot it continued
+    a killed run from (:attr:`~matchopt.methods.engine.RunContext.resumed_seconds`), those of
+    the members of a shared ensemble that an earlier sitting left in the ensemble cache (its
+    ``fit_report``'s ``shared_ensemble``), and those its own fits resumed (its report's
+    ``earlier_seconds``: a method made of several, as ``auto``). 0 for a fit in one sitting.
+    Run records add them to ``fit_seconds``, so that a resumed run reports the time of its whole
+    training."""
+    report = method.fit_report()
+    shared = report.get("shared_ensemble") or {}
+    own = float(report.get("earlier_seconds", 0.0))
+    return method.run.resumed_seconds + float(shared.get("earlier_seconds", 0.0)) + own
+
+
 def search_rng(method: Method) -> np.random.Generator:
     """The generator of ``propose``'s draws: stream ``[seed, 1]``, apart from ``fit``'s, so
     that proposing never shifts what a refit draws (and the reverse)."""
