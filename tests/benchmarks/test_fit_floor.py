@@ -1,0 +1,35 @@
+"""benchmarks/fit_floor.py: the products it times are the step's own matrix products."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from matchopt.methods.matchopt import fused_loss_and_gradients, quadrature_rule
+from matchopt.models.mlp import MLP
+
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "fit_floor.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("fit_floor", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("kappa, share", [(1, 0.6), (5, 0.8)])
+def test_the_floor_counts_most_of_the_steps_matrix_work_and_no_more(kappa, share):
+    d, hidden, points = 12, (64, 32, 16), 32
+    torch.manual_seed(0)
+    model = MLP(d, hidden)
+    x, y = torch.randn(points, d), torch.sort(torch.randn(points)).values
+    with FlopCounterMode(display=False) as counter:
+        fused_loss_and_gradients(model, x, y, quadrature_rule("trapezoid", kappa), alpha=1.0)
+    step = counter.get_total_flops() / 2  # multiply-adds of every product of the step
+    floor = sum(m * k * n for m, k, n in load_script().products(d, hidden, points, kappa))
+    # A lower bound: the value term's products on the trajectory points are left out (more of
+    # the step where there are no interior nodes).
+    assert share * step < floor <= step
