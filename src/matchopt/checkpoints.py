@@ -75,9 +75,12 @@ import numpy as np
 import torch
 
 from matchopt.errors import MatchoptError, printable
+from matchopt.models.ensemble_cache import remove_cache_folder, remove_cache_temporaries
 from matchopt.records import MAX_SECONDS
 from matchopt.safe_paths import (
+    SNAPSHOT_FOLDER,
     LinkError,
+    managed_root,
     open_folder,
     parts_below,
     read_below,
@@ -90,8 +93,6 @@ from matchopt.state import MAX_FILE_BYTES, StateError, load_state, state_bytes
 EVERY_ENV = "MATCHOPT_CHECKPOINT_SECONDS"
 #: Seconds between snapshots of a long training run.
 DEFAULT_EVERY = 300.0
-#: The folder of a results folder that holds the snapshots of its running cells.
-SNAPSHOT_FOLDER = ".snapshots"
 #: The ``kind`` of the state files (:mod:`matchopt.state`) that hold snapshots.
 SNAPSHOT_KIND = "training-snapshot"
 #: The stages of one method's fit other than ``main``: MATCH-OPT's refit, an ensemble's
@@ -559,16 +560,6 @@ def snapshot_root(path: str | os.PathLike) -> Path:
     return managed_root(Path(path).parent)
 
 
-def managed_root(folder: str | os.PathLike) -> Path:
-    """The results folder that holds the ``.snapshots`` folder on the way to ``folder``, else
-    ``folder`` itself: below it, matchopt follows no link (:mod:`matchopt.safe_paths`)."""
-    parts = Path(folder).parts
-    if SNAPSHOT_FOLDER not in parts:
-        return Path(folder)
-    last = len(parts) - 1 - parts[::-1].index(SNAPSHOT_FOLDER)
-    return Path(*parts[:last]) if last else Path(".")
-
-
 def snapshot_bytes(state: dict[str, Any]) -> bytes:
     """A snapshot's content as the bytes of its file (what :meth:`TrainingCheckpoint.save`
     writes; also for tests that craft one)."""
@@ -657,8 +648,6 @@ def remove_snapshot_temporaries(
     with open_folder(root, parts_below(root, path.parent)) as folder:
         for name in _stage_names(folder, path) if folder is not None else ():
             folder.remove(temporary_name(name))
-    from matchopt.models.ensemble_cache import remove_cache_temporaries
-
     remove_cache_temporaries(_shared_folder(path), root)
 
 
@@ -682,8 +671,6 @@ def remove_snapshot(path: str | os.PathLike, root: str | os.PathLike | None = No
         for name in _stage_names(folder, path):
             folder.remove(name)
             folder.remove(temporary_name(name))
-    from matchopt.models.ensemble_cache import remove_cache_folder
-
     remove_cache_folder(_shared_folder(path), root)  # its cache files, then it if empty
     if SNAPSHOT_FOLDER not in parts:
         return

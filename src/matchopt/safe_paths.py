@@ -32,6 +32,10 @@ from pathlib import Path
 
 from matchopt.errors import MatchoptError, printable
 
+#: The folder of a results folder that holds the snapshots of its running cells
+#: (:mod:`matchopt.checkpoints`) and the Gaussian ensembles its runs share.
+SNAPSHOT_FOLDER = ".snapshots"
+
 _AT = {os.open, os.mkdir, os.unlink, os.rename, os.rmdir, os.stat} <= os.supports_dir_fd
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _FOLDER_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -434,3 +438,13 @@ def check_regular(path: str | os.PathLike, limit: int, what: str = "file") -> in
         raise MatchoptError(f"cannot read {printable(path)}: {err.strerror or err}") from None
     finally:
         os.close(fd)
+
+
+def managed_root(folder: str | os.PathLike) -> Path:
+    """The results folder that holds the ``.snapshots`` folder on the way to ``folder``, else
+    ``folder`` itself: below it, matchopt follows no link (:mod:`matchopt.safe_paths`)."""
+    parts = Path(folder).parts
+    if SNAPSHOT_FOLDER not in parts:
+        return Path(folder)
+    last = len(parts) - 1 - parts[::-1].index(SNAPSHOT_FOLDER)
+    return Path(*parts[:last]) if last else Path(".")

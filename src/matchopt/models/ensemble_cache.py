@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from matchopt.checkpoints import managed_root
 from matchopt.errors import MatchoptError
 from matchopt.safe_paths import (
     LinkError,
+    managed_root,
     open_folder,
     parts_below,
     read_below,
@@ -100,7 +100,7 @@ class EnsembleCache:
         folder: where the files go (created on first store).
         root: the folder below which no link is followed (default: the results folder holding
             ``folder``'s ``.snapshots``, else ``folder`` itself;
-            :func:`~matchopt.checkpoints.managed_root`).
+            :func:`~matchopt.safe_paths.managed_root`).
     """
 
     def __init__(self, folder: str | os.PathLike, root: str | os.PathLike | None = None):
