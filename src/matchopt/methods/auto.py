@@ -54,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from matchopt.checkpoints import TrainingCheckpoint, is_integer, shown
 from matchopt.config_fields import count
 from matchopt.config_fields import pessimism as pessimism_field
 from matchopt.data import OfflineData, design_groups
@@ -66,7 +67,7 @@ from matchopt.methods.base import (
     resumed_seconds,
 )
 from matchopt.methods.cma_es import CmaEs
-from matchopt.methods.engine import RunContext
+from matchopt.methods.engine import RunContext, TrainingRun
 from matchopt.methods.registry import SINGLE_METHODS, build_method, get_entry
 from matchopt.methods.training import Resumable
 from matchopt.methods.wrappers import check_fitted, fit_all_or_nothing, in_default_threads
@@ -118,6 +119,22 @@ def pseudo_offline_split(x: np.ndarray, y: np.ndarray, quantile: float) -> np.nd
     cut = np.quantile(means, quantile)
     held = means > cut if cut < means.max() else means >= cut
     return held[groups]
+
+
+def _finished_fits(checkpoint: TrainingCheckpoint | None, fits: int) -> int:
+    """How many of a pool's ``fits`` an earlier sitting of this run finished (its snapshot's
+    count; 0 without one). Loading it gives the checkpoint those sittings' seconds."""
+    if checkpoint is None:
+        return 0
+
+    def check(state: dict[str, Any]) -> str | None:
+        count = state.get("finished")
+        if not is_integer(count) or not 0 <= count <= fits:
+            return f"snapshot count of finished fits {shown(count)} is not one of 0..{fits}"
+        return None
+
+    saved = checkpoint.load("main", check)
+    return int(saved["finished"]) if saved is not None else 0
 
 
 def protocol_score(judged: np.ndarray, held_out: np.ndarray) -> float:
@@ -211,33 +228,45 @@ class AutoChoice(Resumable):
         self.lower_designs_ = len(np.unique(groups[~held]))
         top = data.x[held][np.unique(groups[held], return_index=True)[1]]  # a row per design
         lower = self._lower_rows(data, held)
-        self.earlier_seconds_ = 0.0
         with tempfile.TemporaryDirectory(prefix="matchopt-auto-") as scratch:
-            # One ensemble for the members that share one: kept beside the run's snapshot
-            # file, where there is one, so that a killed run finds those trained before.
-            snapshot = self.run.snapshot
-            shared = snapshot.shared_folder if snapshot is not None else scratch
-            folder = self.run.ensemble_folder or shared
-            judged = {}
-            for k, name in enumerate(names):
-                member = self._member(name, folder, f"lower{k}")
-                if lower is not None:
-                    member.fit(lower)
-                    judged[name] = member.propose_up_to(
-                        min(config.judged_designs, member.proposal_cap(len(lower)) or 1 << 30)
-                    )
-                    self.earlier_seconds_ += resumed_seconds(member)
-            self.members_ = {}
-            for k, name in enumerate(names):
-                self.members_[name] = self._member(name, folder, f"full{k}").fit(data)
-                self.earlier_seconds_ += resumed_seconds(self.members_[name])
-                self.members_[name].run = RunContext()  # the folder is gone after fit
+            judged = self._fit_pool(names, lower, data, scratch)
         self.data_ = data
         self._fit_judge(data)
         reach = self.judge(top) if judged else None
         self.protocol_ = {name: protocol_score(self.judge(d), reach) for name, d in judged.items()}
         self.choice_ = max(names, key=lambda n: self.protocol_.get(n, -np.inf))
         return self
+
+    def _fit_pool(
+        self, names: list[str], lower: OfflineData | None, data: OfflineData, scratch: str
+    ) -> dict[str, np.ndarray]:
+        """Steps 2 and 3: each member's pseudo-offline fit and designs (returned by name), then
+        its fit on all rows (``members_``); Gaussian ensembles shared through one folder.
+
+        With a snapshot file, each fit keeps snapshots of its own (stages ``lower<k>`` and
+        ``full<k>``), the shared ensembles stay in the snapshot's shared folder, and this run's
+        own snapshot counts the fits finished, with their seconds over all sittings;
+        ``earlier_seconds_`` holds those of the fit a kill cut short."""
+        checkpoint = TrainingRun.of([self]).checkpoint(data)
+        shared = checkpoint.shared_folder if checkpoint is not None else scratch
+        folder = self.run.ensemble_folder or shared
+        fits = [("lower", k, name, lower) for k, name in enumerate(names) if lower is not None]
+        fits += [("full", k, name, data) for k, name in enumerate(names)]
+        finished = _finished_fits(checkpoint, len(fits))
+        judged, self.members_, self.earlier_seconds_ = {}, {}, 0.0
+        for index, (kind, k, name, rows) in enumerate(fits):
+            member = self._member(name, folder, f"{kind}{k}").fit(rows)
+            if kind == "lower":
+                cap = member.proposal_cap(len(rows)) or 1 << 30
+                judged[name] = member.propose_up_to(min(self.config_.judged_designs, cap))
+            if index == finished:  # the others' earlier seconds are in this run's snapshot
+                self.earlier_seconds_ = resumed_seconds(member)
+            if kind == "full":
+                member.run = RunContext()  # the folder is gone after fit
+                self.members_[name] = member
+            if checkpoint is not None:
+                checkpoint.save("main", {"finished": index + 1})
+        return judged
 
     def _lower_rows(self, data: OfflineData, held: np.ndarray) -> OfflineData | None:
         """The rows the pseudo-offline fits see: those not ``held`` out (n,) by
