@@ -1,11 +1,8 @@
 """benchmarks/auto_pick.py: the protocol's pick against each seed's leading pool member."""
 
-import importlib.util
-from pathlib import Path
+from benchmark_scripts import load_benchmark
 
 from matchopt.records import RunRecord, write_record
-
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "auto_pick.py"
 
 
 def record(task, method, seed, p100, p50, fit=None):
@@ -16,9 +13,7 @@ def record(task, method, seed, p100, p50, fit=None):
 
 
 def test_picks_are_matched_against_the_leading_member(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("auto_pick", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("auto_pick")
     protocol = {"a": 0.1, "b": 0.3}
     for seed, pick in ((0, "b"), (1, "a")):
         write_record(
@@ -33,9 +28,7 @@ def test_picks_are_matched_against_the_leading_member(tmp_path, capsys):
 
 
 def test_the_members_runs_may_come_from_another_folder(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("auto_pick", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("auto_pick")
     fit = {"choice": "b", "protocol": {"a": 0.2, "b": 1.0}}
     write_record(tmp_path / "round", record("t", "auto", 0, 0.9, 0.8, fit))
     write_record(tmp_path / "dev" / "x", record("t", "a", 0, 0.9, 0.5))

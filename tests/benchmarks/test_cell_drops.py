@@ -1,12 +1,12 @@
 """benchmarks/cell_drops.py: cells where a candidate falls below another method by > 2 SE."""
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from benchmark_scripts import load_benchmark
 
 from matchopt.errors import MatchoptError
 from matchopt.records import RunRecord, write_record
@@ -15,10 +15,7 @@ SCRIPT = Path(__file__).parents[2] / "benchmarks" / "cell_drops.py"
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("cell_drops", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("cell_drops")
 
 
 def record(task, method, seed, p100, p50):

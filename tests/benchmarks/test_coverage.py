@@ -1,23 +1,16 @@
 """benchmarks/coverage.py: a task's offline data as a user's table, and back."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from benchmark_scripts import load_benchmark
 from task_fixtures import make_task
 
 from matchopt.tabular.schema import TableSchema
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "coverage.py"
-
 
 @pytest.fixture(scope="module")
 def coverage():
-    spec = importlib.util.spec_from_file_location("coverage_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("coverage", "coverage_bench")
 
 
 @pytest.mark.parametrize("name", ["tfbind8", "hartmann6"])

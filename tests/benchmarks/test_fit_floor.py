@@ -1,23 +1,16 @@
 """benchmarks/fit_floor.py: the products it times are the step's own matrix products."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
+from benchmark_scripts import load_benchmark
 from torch.utils.flop_counter import FlopCounterMode
 
 from matchopt.methods.matchopt import fused_loss_and_gradients, quadrature_rule
 from matchopt.models.mlp import MLP
 
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "fit_floor.py"
-
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("fit_floor", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("fit_floor")
 
 
 @pytest.mark.parametrize("kappa, share", [(1, 0.6), (5, 0.8)])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,15 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_scripts import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_gpu_bound():
-    spec = importlib.util.spec_from_file_location("gpu_bound", ROOT / "benchmarks" / "gpu_bound.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_bound")
 
 
 def row(method: str, minutes: float, device: str = "cuda") -> dict:
