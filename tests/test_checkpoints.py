@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from interrupts import counted
 
 import matchopt.checkpoints as checkpoints
 import matchopt.methods.matchopt as matchopt_module
@@ -30,15 +31,8 @@ SETTINGS = {"epochs": 12, "validation_every": 2}
 def fit_killed_at_draw(method, data, snapshot, monkeypatch, draw: int) -> None:
     """``method`` fitted keeping snapshots in ``snapshot``, killed (Ctrl-C) at its ``draw``-th
     epoch of trajectories."""
-    real, calls = matchopt_module.sample_trajectories, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == draw:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(matchopt_module, "sample_trajectories", interrupted)
+    real = matchopt_module.sample_trajectories
+    monkeypatch.setattr(matchopt_module, "sample_trajectories", counted(real, [], kill_at=draw))
     with pytest.raises(KeyboardInterrupt):
         method.resume_from(snapshot, 0).fit(data)
     monkeypatch.setattr(matchopt_module, "sample_trajectories", real)
@@ -184,20 +178,14 @@ def test_baselines_resume_to_the_same_designs(tmp_path, monkeypatch, name, modul
     settings = {"epochs": 6}
     reference = make_method(name, "quick", settings, seed=2).fit(data)
     snapshot = tmp_path / f"{name}.pt"
-    real, calls = getattr(method_module, hook), []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 4 * steps_per_epoch + 1:  # early in the fifth epoch
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
+    real = getattr(method_module, hook)
     # Steps per epoch, counted on the reference run's loss function calls.
     counter = []
-    monkeypatch.setattr(method_module, hook, lambda *a, **k: counter.append(1) or real(*a, **k))
+    monkeypatch.setattr(method_module, hook, counted(real, counter))
     make_method(name, "quick", {"epochs": 1}, seed=2).fit(data)
     steps_per_epoch = len(counter)
-    monkeypatch.setattr(method_module, hook, interrupted)
+    early_in_fifth_epoch = 4 * steps_per_epoch + 1
+    monkeypatch.setattr(method_module, hook, counted(real, [], kill_at=early_in_fifth_epoch))
     with pytest.raises(KeyboardInterrupt):
         make_method(name, "quick", settings, seed=2).resume_from(snapshot, 0).fit(data)
     assert snapshot.is_file()
@@ -222,22 +210,14 @@ def test_an_interrupted_cma_es_search_redoes_only_its_unfinished_runs(tmp_path, 
     reference = make_method("cma-es", "quick", settings, seed=3).fit(data).propose(16)
     snapshot = tmp_path / "cma-es.pt"
     real, calls = cma_module._lockstep_runs, []
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:  # the third group of runs is cut short
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(cma_module, "_lockstep_runs", counted)
+    # The third group of runs is cut short.
+    monkeypatch.setattr(cma_module, "_lockstep_runs", counted(real, calls, kill_at=3))
     method = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
     with pytest.raises(KeyboardInterrupt):
         method.propose(16)
     assert (tmp_path / "cma-es.search-16.pt").is_file()  # one file per stage: the search of 16
     calls.clear()
-    monkeypatch.setattr(
-        cma_module, "_lockstep_runs", lambda *a, **k: calls.append(1) or real(*a, **k)
-    )
+    monkeypatch.setattr(cma_module, "_lockstep_runs", counted(real, calls))
     resumed = make_method("cma-es", "quick", settings, seed=3).resume_from(snapshot, 0).fit(data)
     np.testing.assert_array_equal(resumed.propose(16), reference)
     assert len(calls) == 2  # groups 3 and 4 only

@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from interrupts import counted
 
 from matchopt.data import DesignSpace, OfflineData, design_groups
 from matchopt.errors import MatchoptError
@@ -217,21 +218,9 @@ def test_a_killed_choice_resumes_its_pool_fits_to_the_same_designs(
 
     def sitting(stop_step=None, stop_ensemble=None):  # counts this sitting's training
         steps.clear(), ensembles.clear()
-
-        def step(*args, **kwargs):
-            steps.append(1)
-            if len(steps) == stop_step:
-                raise KeyboardInterrupt
-            return real_step(*args, **kwargs)
-
-        def fit(*args, **kwargs):
-            ensembles.append(1)
-            if len(ensembles) == stop_ensemble:
-                raise KeyboardInterrupt
-            return real_fit(*args, **kwargs)
-
+        step = counted(real_step, steps, kill_at=stop_step)
         monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", step)
-        monkeypatch.setattr(GaussianEnsemble, "fit", fit)
+        monkeypatch.setattr(GaussianEnsemble, "fit", counted(real_fit, ensembles, stop_ensemble))
 
     sitting()
     make_method("auto", "quick", seed=0).fit(potts)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from interrupts import counted
 
 import matchopt.methods.matchopt as matchopt_module
 from matchopt.errors import ConfigError
@@ -233,27 +234,18 @@ def test_a_killed_ensemble_resumes_to_the_same_designs(tmp_path, monkeypatch):
     data = load_task("potts").offline
     reference = make_method("matchopt-ens", "quick", SMALL, seed=2).fit(data)
     steps_per_member = 3 * (len(data) // 32)
-    real, calls = matchopt_module.fused_loss_and_gradients, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == steps_per_member + 5:  # inside the second member's first epoch
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
+    real = matchopt_module.fused_loss_and_gradients
+    # Inside the second member's first epoch.
+    interrupted = counted(real, [], kill_at=steps_per_member + 5)
     snapshot = tmp_path / "ens.pt"
     monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", interrupted)
     with pytest.raises(KeyboardInterrupt):
         make_method("matchopt-ens", "quick", SMALL, seed=2).resume_from(snapshot, 0).fit(data)
-    counted = []
-    monkeypatch.setattr(
-        matchopt_module,
-        "fused_loss_and_gradients",
-        lambda *a, **k: counted.append(1) or real(*a, **k),
-    )
+    steps = []
+    monkeypatch.setattr(matchopt_module, "fused_loss_and_gradients", counted(real, steps))
     resumed = make_method("matchopt-ens", "quick", SMALL, seed=2).resume_from(snapshot, 0).fit(data)
     # The first member was finished: only the second's lost epoch and the third member train.
-    assert len(counted) == 2 * steps_per_member
+    assert len(steps) == 2 * steps_per_member
     np.testing.assert_array_equal(resumed.propose(16), reference.propose(16))
     assert resumed.member_losses_ == reference.member_losses_
 

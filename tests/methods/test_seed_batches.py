@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from interrupts import counted
 from roundoff import TRAINING_ROUNDOFF, _flat
 
 import matchopt.methods.bonet as bonet_module
@@ -80,27 +81,22 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
         return fit_seeds(methods, data)
 
     reference = batch()
-    real, calls = getattr(module, hook), []
+    real = getattr(module, hook)
     config = make_method(name, "quick").config_
     # BONET's steps go over trajectory windows, the others' over the offline rows.
     rows = config.n_trajectories * config.trajectory_length if name == "bonet" else len(data)
     steps_per_epoch = -(-rows // config.batch_size)
 
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 4 * steps_per_epoch + 1:  # early in the fifth epoch
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
     snapshot = tmp_path / "batch.pt"
-    monkeypatch.setattr(module, hook, interrupted)
+    early_in_fifth_epoch = 4 * steps_per_epoch + 1
+    monkeypatch.setattr(module, hook, counted(real, [], kill_at=early_in_fifth_epoch))
     with pytest.raises(KeyboardInterrupt):
         batch(snapshot)
     assert snapshot.is_file()
-    counted = []
-    monkeypatch.setattr(module, hook, lambda *a, **k: counted.append(1) or real(*a, **k))
+    steps = []
+    monkeypatch.setattr(module, hook, counted(real, steps))
     resumed = batch(snapshot)
-    assert len(counted) == 2 * steps_per_epoch  # only the fifth and sixth epochs train
+    assert len(steps) == 2 * steps_per_epoch  # only the fifth and sixth epochs train
     for one, again in zip(reference, resumed):
         np.testing.assert_array_equal(again.propose(16), one.propose(16))
         assert getattr(again, "losses_", None) == getattr(one, "losses_", None)
@@ -109,6 +105,6 @@ def test_a_killed_batch_resumes_to_the_uninterrupted_batchs_designs(
     # A snapshot of one seed's run is not the batch's (and the reverse): nothing resumes.
     single = make_method(name, "quick", settings, seed=2)
     single.run = RunContext.of(snapshot, every=0)
-    counted.clear()
+    steps.clear()
     single.fit(data)
-    assert len(counted) == 6 * steps_per_epoch
+    assert len(steps) == 6 * steps_per_epoch
